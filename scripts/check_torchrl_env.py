@@ -1,0 +1,332 @@
+"""Check that the installed torch + tensordict + torchrl stack works, in seconds, on CPU.
+
+Reports versions, whether tensordict is inside the range torchrl declares, whether torch
+matches the release torchrl's compiled extension was built for, whether that extension
+loads, the accelerators present, a core smoke on the real library (PendulumEnv rollout
+with StepCounter, check_env_specs, replay buffer, prioritized replay with a priority
+update, TensorDictModule, step_mdp), and each optional backend as found or missing with
+the command that installs it. Nothing is downloaded and no optional backend is imported.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import skill_report as sr  # noqa: E402
+
+# torchrl minor -> torch minor its wheels' compiled extension (torchrl._torchrl) is built
+# against. Source: PyPI wheels, checked by loading torchrl._torchrl on torch 2.14.1 (loads)
+# and 2.13.0 (undefined symbol), torchrl 0.14.1; see references/backend-compatibility.md.
+TORCH_FOR_TORCHRL = {"0.14": "2.14"}
+
+# (distribution, import name, what it is for). Install commands come from torchrl's own
+# metadata at run time (see install_hint).
+OPTIONAL_BACKENDS = [
+    ("gymnasium", "gymnasium", "GymEnv/GymWrapper"),
+    ("dm_control", "dm_control", "DMControlEnv"),
+    ("mujoco", "mujoco", "MuJoCo physics"),
+    ("vmas", "vmas", "VmasEnv"),
+    ("pettingzoo", "pettingzoo", "PettingZooEnv"),
+    ("ray", "ray", "Ray collectors, RayReplayBuffer, service registry"),
+    ("vllm", "vllm", "vLLMWrapper (Linux + CUDA GPU)"),
+    ("sglang", "sglang", "SGLangWrapper (Linux + CUDA GPU)"),
+    ("transformers", "transformers", "TransformersWrapper, LLM envs"),
+    ("lerobot", "lerobot", "LeRobot VLA datasets (Python >= 3.12)"),
+    ("av", "av", "PyAV video encoding"),
+    ("torchcodec", "torchcodec", "video encode/decode"),
+    ("moviepy", "moviepy", "video rendering"),
+    ("tensorboard", "tensorboard", "TensorboardLogger"),
+    ("wandb", "wandb", "WandbLogger"),
+    ("hydra-core", "hydra", "Hydra configs in torchrl.trainers.algorithms"),
+]
+
+EXAMPLE = "python scripts/check_torchrl_env.py --steps 5 --check-cli --json"
+
+
+def build_parser():
+    parser = sr.make_parser(__doc__, EXAMPLE)
+    parser.add_argument("--steps", type=_positive_int, default=5, help="rollout length of the core smoke (default: 5)")
+    parser.add_argument(
+        "--check-cli",
+        action="store_true",
+        help="also run `rlrender --help` and `torchrl-render --help` (found next to this interpreter)",
+    )
+    sr.add_device_flag(parser)
+    return parser
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
+
+
+_positive_int.__name__ = "positive integer"
+
+
+def torchrl_requirements() -> list:
+    """torchrl's declared requirements as ``packaging.requirements.Requirement`` objects.
+
+    Read from ``importlib.metadata.requires("torchrl")`` (the installed wheel's METADATA).
+    """
+    from packaging.requirements import Requirement
+
+    return [Requirement(r) for r in importlib.metadata.requires("torchrl") or []]
+
+
+def install_hint(dist: str) -> str:
+    """``pip install DIST``, plus the torchrl extras that pull it in, read from metadata.
+
+    Example: ``install_hint("vmas") == "pip install vmas (or torchrl[marl])"`` on 0.14.1.
+    """
+    canon = dist.lower().replace("_", "-")
+    extras = sorted(
+        {
+            m.group(1)
+            for req in torchrl_requirements()
+            if req.name.lower().replace("_", "-") == canon and req.marker
+            for m in [re.search(r'extra == "([^"]+)"', str(req.marker))]
+            if m
+        }
+    )
+    alt = f" (or {', '.join(f'torchrl[{e}]' for e in extras)})" if extras else ""
+    return f"pip install {dist}{alt}"
+
+
+def check_versions(versions: dict) -> str:
+    return ", ".join(f"{k} {v}" for k, v in versions.items())
+
+
+def check_tensordict_range() -> str:
+    """tensordict inside the specifier torchrl declares (e.g. ``<0.15.0,>=0.14.3``)."""
+    found = sr.installed_version("tensordict")
+    for req in torchrl_requirements():
+        if req.name == "tensordict" and req.marker is None:
+            sr.expect(
+                req.specifier.contains(found, prereleases=True),
+                f"tensordict {found} is outside torchrl's declared range tensordict{req.specifier}; "
+                f"fix: pip install 'tensordict{req.specifier}'",
+            )
+            return f"tensordict {found} satisfies torchrl's tensordict{req.specifier}"
+    raise sr.CheckFailed("torchrl's metadata declares no tensordict requirement; reinstall torchrl")
+
+
+def check_torch_build() -> str:
+    """torch minor release equals the one torchrl's wheels are built against."""
+    import torch
+
+    trl = sr.installed_version("torchrl") or ""
+    trl_minor = ".".join(trl.split(".")[:2])
+    want = TORCH_FOR_TORCHRL.get(trl_minor)
+    have = ".".join(torch.__version__.split("+")[0].split(".")[:2])
+    if want is None:
+        raise sr.CheckSkipped(f"no known torch build for torchrl {trl}; rely on the compiled-extension check")
+    sr.expect(
+        have == want,
+        f"torch {torch.__version__} but torchrl {trl} wheels are built for torch {want}.x; "
+        f"fix: pip install 'torch=={want}.*' (or build torchrl from source against this torch)",
+    )
+    return f"torch {torch.__version__} matches torchrl {trl_minor}.x wheels (torch {want}.x)"
+
+
+def check_extension() -> str:
+    """``torchrl._torchrl`` (segment trees for prioritized replay) imports."""
+    try:
+        importlib.import_module("torchrl._torchrl")
+    except (ImportError, OSError) as err:
+        msg = str(err)
+        sym = re.search(r"undefined symbol: (\S+)", msg)
+        what = f"undefined symbol {sym.group(1)[:48]}..." if sym else msg.splitlines()[0]
+        import torch
+
+        want = TORCH_FOR_TORCHRL.get(".".join((sr.installed_version("torchrl") or "").split(".")[:2]), "")
+        fix = f"pip install 'torch=={want}.*'" if want else "install the torch release torchrl was built for"
+        raise sr.CheckFailed(
+            f"torchrl._torchrl failed to load ({what}) with torch {torch.__version__}; prioritized "
+            f"buffers will raise 'SumSegmentTreeFp32 is not available'; fix: {fix}, or build torchrl "
+            "from source against this torch (pip install --no-build-isolation torchrl from a checkout)"
+        ) from None
+    return "torchrl._torchrl loaded"
+
+
+def check_accelerator(device: str) -> str:
+    """Report CUDA build/availability; never a failure on CPU."""
+    import torch
+
+    parts = [f"torch CUDA build {torch.version.cuda or 'none (CPU build)'}"]
+    if torch.cuda.is_available():
+        names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        parts.append(f"{len(names)} GPU(s): {', '.join(names)}")
+    else:
+        parts.append("no GPU visible; running on CPU")
+    parts.append(f"checks run on {device}")
+    return "; ".join(parts)
+
+
+def make_env(device: str):
+    from torchrl.envs import PendulumEnv, StepCounter, TransformedEnv
+
+    env = TransformedEnv(PendulumEnv(device=device), StepCounter())
+    env.set_seed(0)
+    return env
+
+
+def check_rollout(env, steps: int):
+    """Rollout of ``steps`` steps: batch [steps], ("next", "reward") [steps, 1], step_count 1..steps."""
+    import torch
+
+    td = env.rollout(steps)
+    sr.expect(td.batch_size == torch.Size([steps]), f"rollout batch_size {td.batch_size}, expected [{steps}]")
+    sr.expect(("next", "reward") in td.keys(True), 'rollout lacks ("next", "reward")')
+    counts = td["next", "step_count"].squeeze(-1).tolist()
+    sr.expect(counts == list(range(1, steps + 1)), f"StepCounter wrote {counts}, expected 1..{steps}")
+    return td, f'PendulumEnv+StepCounter rollout: batch [{steps}], ("next","reward") {list(td["next", "reward"].shape)}'
+
+
+def check_specs(env) -> str:
+    from torchrl.envs.utils import check_env_specs
+
+    check_env_specs(env, seed=0)
+    return "check_env_specs(env) passed"
+
+
+def check_replay_buffer(td) -> str:
+    from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
+
+    rb = TensorDictReplayBuffer(storage=LazyTensorStorage(100), batch_size=4)
+    rb.extend(td)
+    sample = rb.sample()
+    sr.expect(len(rb) == td.shape[0], f"buffer holds {len(rb)} items after extend of {td.shape[0]}")
+    sr.expect(sample.batch_size[0] == 4, f"sample batch {sample.batch_size}, expected [4]")
+    sr.expect(("next", "reward") in sample.keys(True), 'sample lacks ("next", "reward")')
+    return f"TensorDictReplayBuffer: extended {len(rb)}, sampled {list(sample.batch_size)}"
+
+
+def check_prioritized(td) -> str:
+    """A priority update must change what is sampled (exercises torchrl._torchrl)."""
+    import torch
+    from torchrl.data import LazyTensorStorage, TensorDictPrioritizedReplayBuffer
+
+    torch.manual_seed(0)
+    rb = TensorDictPrioritizedReplayBuffer(alpha=1.0, beta=0.5, storage=LazyTensorStorage(100), batch_size=64)
+    idx = rb.extend(td)
+    priority = torch.full((len(idx),), 1e-6)
+    priority[0] = 1.0
+    rb.update_priority(idx, priority)
+    try:
+        sample = rb.sample()
+    except RuntimeError as err:
+        if "is not available" not in str(err):
+            raise
+        raise sr.CheckFailed(f"{err} (the warning is not shown: torchrl._torchrl did not load; see compiled-extension)") from None
+    sr.expect("priority_weight" in sample.keys(), "prioritized sample lacks 'priority_weight'")
+    share = (sample["index"] == idx[0]).float().mean().item()
+    sr.expect(share > 0.9, f"after update_priority, item 0 drawn {share:.0%} of the time, expected > 90%")
+    return f"TensorDictPrioritizedReplayBuffer: update_priority -> item 0 drawn {share:.0%} of 64"
+
+
+def make_policy():
+    """A TensorDictModule reading PendulumEnv's ``th`` and ``thdot`` ([*B] each) and
+    writing ``action`` ([*B, 1]): the two-input case that a bare nn.Linear cannot take."""
+    import torch
+    from tensordict.nn import TensorDictModule
+
+    class AnglePolicy(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(2, 1)
+
+        def forward(self, th, thdot):
+            return self.linear(torch.stack([th.cos(), thdot], -1)).tanh() * 2.0
+
+    return TensorDictModule(AnglePolicy(), in_keys=["th", "thdot"], out_keys=["action"])
+
+
+def check_module(env) -> str:
+    import torch
+
+    torch.manual_seed(0)
+    policy = make_policy()
+    td = env.rollout(3, policy)
+    sr.expect(td["action"].shape == torch.Size([3, 1]), f"policy action shape {td['action'].shape}, expected [3, 1]")
+    sr.expect(env.action_spec.is_in(td["action"]), "policy actions fall outside env.action_spec")
+    return 'TensorDictModule(in_keys=["th","thdot"], out_keys=["action"]) drove a rollout: "action" [3, 1]'
+
+
+def check_step_mdp(td) -> str:
+    import torch
+    from torchrl.envs.utils import step_mdp
+
+    nxt = step_mdp(td[0])
+    sr.expect(torch.equal(nxt["th"], td[0]["next", "th"]), 'step_mdp did not move ("next", "th") to "th"')
+    sr.expect("next" not in nxt.keys(), "step_mdp output still holds 'next'")
+    return 'step_mdp moved ("next","th") to "th" and dropped "next"'
+
+
+def check_cli(name: str) -> str:
+    """``NAME --help`` from the interpreter's bin folder (or PATH) exits 0."""
+    exe = Path(sys.executable).parent / name
+    path = str(exe) if exe.exists() else shutil.which(name)
+    if path is None:
+        raise sr.CheckFailed(f"{name} not found next to {sys.executable} or on PATH; fix: pip install torchrl (console script)")
+    proc = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=120)
+    sr.expect(proc.returncode == 0, f"{name} --help exited {proc.returncode}: {proc.stderr.strip()[-200:]}")
+    return f"{path} --help exited 0"
+
+
+def run_checks(args, report: sr.Report) -> None:
+    import torch
+
+    if args.device != "cpu":
+        try:
+            torch.empty(1, device=args.device)
+        except Exception as err:
+            sr.cannot_run(f"--device {args.device} is not usable here ({type(err).__name__})", "use --device cpu")
+    versions = report.versions or sr.stack_versions()
+    report.run("versions", lambda: check_versions(versions))
+    report.run("tensordict-in-torchrl-range", check_tensordict_range)
+    report.run("torch-matches-torchrl-build", check_torch_build)
+    report.run("compiled-extension", check_extension)
+    report.run("accelerator", lambda: check_accelerator(args.device))
+
+    env = make_env(args.device)
+    state: dict = {}
+
+    def rollout():
+        state["td"], detail = check_rollout(env, args.steps)
+        return detail
+
+    report.run("core:pendulum-rollout", rollout)
+    report.run("core:check_env_specs", lambda: check_specs(env))
+    if "td" in state:
+        report.run("core:replay-buffer", lambda: check_replay_buffer(state["td"]))
+        report.run("core:prioritized-replay", lambda: check_prioritized(state["td"]))
+        report.run("core:step_mdp", lambda: check_step_mdp(state["td"]))
+    report.run("core:tensordict-module", lambda: check_module(env))
+    env.close()
+
+    for dist, module, purpose in OPTIONAL_BACKENDS:
+        report.run(f"backend:{dist}", lambda d=dist, m=module, p=purpose: f"{sr.optional_backend(d, m, install_hint(d))} ({p})")
+
+    for cli in ("rlrender", "torchrl-render"):
+        if args.check_cli:
+            report.run(f"cli:{cli}", lambda c=cli: check_cli(c))
+        else:
+            report.add(f"cli:{cli}", "skip", "not asked for (pass --check-cli)")
+
+
+def main(argv=None) -> int:
+    return sr.standard_main(__file__, build_parser, run_checks, argv)
+
+
+if __name__ == "__main__":
+    sr.main_guard(main)

@@ -1,0 +1,633 @@
+"""Checks behind the docs contract tests (tests/README.md says what each enforces).
+
+Every ``check_*`` function takes a path (or text) and returns a list of problem strings:
+empty means the file keeps the rule. The contract tests run them over the bundle and
+require empty lists; the negative-control tests run them over broken fixtures and require
+the problem to be named.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import dataclasses
+import functools
+import importlib
+import inspect
+import json
+import pkgutil
+import re
+import subprocess
+import sys
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from markdown_it import MarkdownIt
+
+BUNDLE = Path(__file__).resolve().parent.parent
+API_CHANGES = BUNDLE / "sub-skills" / "development-and-testing" / "scripts" / "api_changes.json"
+VOCAB_EXTRA = BUNDLE / "tests" / "data" / "vocabulary_extra.txt"
+BLOCK_RUNNER = BUNDLE / "tests" / "run_md_blocks.py"
+MAX_NOT_RUN_PER_FILE = 4
+ROOT_MAX_LINES, SKILL_MAX_LINES, SKILL_MAX_TOKENS = 150, 200, 5000
+TOC_THRESHOLD = 100
+OTHER_LIBRARIES = [
+    "torch", "torch.nn", "torch.distributions", "torch.optim", "torch.utils.data", "torch.multiprocessing",
+    "gymnasium", "gymnasium.vector", "gymnasium.wrappers", "transformers", "tokenizers", "datasets",
+    "trl", "ray", "numpy", "multiprocessing",
+]
+SPAN_RE = re.compile(r"^[A-Za-z_][\w.]*(\(.*\))?$", re.S)
+COMMAND_RE = re.compile(r"\bpython3?\s+(?:-\S+\s+)*([\w./-]+\.py)((?:[ \t]+[^\s|;&#]+)*)")
+MARKER_RE = re.compile(r"^<!--\s*(not-run|raises):\s*(.*?)\s*-->$")
+
+
+# ----------------------------------------------------------------------------- files
+def bundle_markdown(root: Path = BUNDLE) -> list[Path]:
+    """Every markdown file an agent or user reads: SKILL.md files, references, README."""
+    files = [root / "SKILL.md", root / "README.md"]
+    files += sorted((root / "references").rglob("*.md"))
+    files += sorted((root / "sub-skills").rglob("*.md"))
+    return [f for f in files if f.exists()]
+
+
+def skill_dirs(root: Path = BUNDLE) -> list[Path]:
+    return [root] + sorted(p.parent for p in (root / "sub-skills").glob("*/SKILL.md"))
+
+
+def nearest_skill_dir(md: Path, root: Path = BUNDLE) -> Path:
+    for parent in [md.parent, *md.parents]:
+        if (parent / "SKILL.md").exists():
+            return parent
+        if parent == root:
+            break
+    return root
+
+
+# ----------------------------------------------------------------------------- markdown
+@dataclass
+class Fence:
+    lang: str
+    code: str
+    line: int  # 1-based line of the opening fence
+    marker: tuple[str, str] | None  # ("not-run", reason) | ("raises", text) | None
+
+
+@functools.lru_cache(maxsize=None)
+def _tokens(text: str):
+    return MarkdownIt("commonmark").parse(text)
+
+
+def fences(text: str) -> list[Fence]:
+    lines = text.splitlines()
+    out = []
+    for tok in _tokens(text):
+        if tok.type != "fence":
+            continue
+        start = tok.map[0]
+        marker = None
+        above = start - 1
+        while above >= 0 and not lines[above].strip():
+            above -= 1
+        if above >= 0:
+            m = MARKER_RE.match(lines[above].strip())
+            if m:
+                marker = (m.group(1), m.group(2))
+        out.append(Fence(tok.info.strip().split(" ")[0].lower(), tok.content, start + 1, marker))
+    return out
+
+
+def inline_code(text: str) -> list[tuple[str, int]]:
+    """(span, line) for every inline code span."""
+    out = []
+    for tok in _tokens(text):
+        if tok.type == "inline" and tok.children:
+            for child in tok.children:
+                if child.type == "code_inline":
+                    out.append((child.content, tok.map[0] + 1))
+    return out
+
+
+def links(text: str) -> list[tuple[str, int, str]]:
+    """(href, line, the whole source line) for every link and image."""
+    lines = text.splitlines()
+    out = []
+    for tok in _tokens(text):
+        if tok.type == "inline" and tok.children:
+            for child in tok.children:
+                href = child.attrGet("href") if child.type == "link_open" else child.attrGet("src") if child.type == "image" else None
+                if href is not None:
+                    line = tok.map[0] + 1
+                    # a paragraph may span lines; find the source line holding the href
+                    for i in range(tok.map[0], tok.map[1]):
+                        if href in lines[i]:
+                            line = i + 1
+                            break
+                    out.append((href, line, lines[line - 1]))
+    return out
+
+
+def frontmatter(text: str) -> dict | None:
+    m = re.match(r"^---\n(.*?)\n---\n", text, re.S)
+    return yaml.safe_load(m.group(1)) if m else None
+
+
+# ----------------------------------------------------------------------------- the installed API
+@functools.lru_cache(maxsize=None)
+def api_modules() -> tuple:
+    """Every importable public torchrl and tensordict module (torchrl 0.14.1: ~370)."""
+    import tensordict
+    import torchrl
+
+    mods = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for pkg in (torchrl, tensordict):
+            mods.append(pkg)
+            for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
+                if any(part.startswith("_") for part in info.name.split(".")[1:]):
+                    continue
+                try:
+                    mods.append(importlib.import_module(info.name))
+                except BaseException:  # optional backends absent: skip that module
+                    continue
+    return tuple(mods)
+
+
+def _is_api_object(obj) -> bool:
+    mod = getattr(obj, "__module__", "") or ""
+    return mod.startswith(("torchrl", "tensordict"))
+
+
+@functools.lru_cache(maxsize=None)
+def api_names() -> dict:
+    """Public name -> object, for every name defined in or re-exported by the API modules."""
+    names: dict = {}
+    for mod in api_modules():
+        for name, obj in vars(mod).items():
+            if not name.startswith("_") and name not in names:
+                names[name] = obj
+    return names
+
+
+def _string_leaves(value) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [s for v in value for s in _string_leaves(v)]
+    return []
+
+
+@functools.lru_cache(maxsize=None)
+def vocabulary() -> frozenset:
+    """Snake_case words the API defines: names, parameter names, attributes, string
+    defaults and loss ``_AcceptedKeys`` fields and defaults."""
+    words: set[str] = set()
+    seen: set[int] = set()
+    for name, obj in api_names().items():
+        words.add(name)
+        if id(obj) in seen or not _is_api_object(obj):
+            continue
+        seen.add(id(obj))
+        targets = [obj]
+        if inspect.isclass(obj):
+            words.update(n for n in dir(obj) if not n.startswith("_"))
+            targets += [getattr(obj, n, None) for n in vars(obj) if not n.startswith("__")]
+            accepted = getattr(obj, "_AcceptedKeys", None)
+            if accepted is not None and dataclasses.is_dataclass(accepted):
+                for f in dataclasses.fields(accepted):
+                    words.add(f.name)
+                    words.update(_string_leaves(f.default))
+        for target in targets:
+            if not callable(target):
+                continue
+            try:
+                sig = inspect.signature(target)
+            except (TypeError, ValueError):
+                continue
+            for p in sig.parameters.values():
+                words.add(p.name)
+                words.update(_string_leaves(p.default))
+    for line in VOCAB_EXTRA.read_text().splitlines():
+        word = line.split("#")[0].strip()
+        if word:
+            words.add(word)
+    return frozenset(words)
+
+
+@functools.lru_cache(maxsize=None)
+def api_changes() -> dict:
+    return json.loads(API_CHANGES.read_text())
+
+
+@functools.lru_cache(maxsize=None)
+def removed_names() -> frozenset:
+    rows = api_changes().get("names", [])
+    return frozenset(r["old"].rsplit(".", 1)[-1] for r in rows) | frozenset(r["old"] for r in rows)
+
+
+def resolve_path(dotted: str):
+    """Import the longest module prefix of ``dotted`` and getattr the rest; raise on failure."""
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for attr in parts[i:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ImportError(dotted)
+
+
+@functools.lru_cache(maxsize=None)
+def other_library_object(name: str):
+    """``name`` (maybe dotted) in one of OTHER_LIBRARIES or builtins, else None."""
+    head, *rest = name.split(".")
+    candidates = [getattr(builtins, head, None)]
+    for lib in OTHER_LIBRARIES:
+        try:
+            mod = importlib.import_module(lib)
+        except ImportError:
+            continue
+        candidates.append(getattr(mod, head, None))
+    for obj in candidates:
+        if obj is None:
+            continue
+        try:
+            for attr in rest:
+                obj = getattr(obj, attr)
+            return obj
+        except AttributeError:
+            continue
+    return None
+
+
+def signature_problem(obj, keywords: list[str], where: str) -> str | None:
+    """A problem string when ``obj``'s signature rejects one of ``keywords``."""
+    if not callable(obj) or not keywords:
+        return None
+    try:
+        sig = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return None
+    params = sig.parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return None
+    bad = [k for k in keywords if k not in params]
+    if bad:
+        return f"{where}: {getattr(obj, '__qualname__', obj)} does not accept keyword(s) {bad}"
+    return None
+
+
+# ----------------------------------------------------------------------------- names in inline code
+def check_span(span: str, where: str) -> list[str]:
+    """Check one inline code span (see tests/README.md, 'Names in inline code')."""
+    span = span.strip()
+    if not SPAN_RE.match(span) or " " in span.split("(")[0]:
+        return []
+    head = span.split("(")[0].rstrip(".")
+    keywords: list[str] = []
+    if "(" in span:
+        try:
+            node = ast.parse(span, mode="eval").body
+        except SyntaxError:
+            node = None
+        if isinstance(node, ast.Call):
+            keywords = [k.arg for k in node.keywords if k.arg]
+    parts = head.split(".")
+    first = parts[0]
+    if first in ("torchrl", "tensordict"):
+        try:
+            obj = resolve_path(head)
+        except (ImportError, AttributeError):
+            return [f"{where}: `{head}` does not resolve in the installed {first}"]
+        problem = signature_problem(obj, keywords, where)
+        return [problem] if problem else []
+    if first in removed_names() or head in removed_names():
+        return []
+    if first[:1].isupper():
+        obj = api_names().get(first)
+        if obj is not None:
+            try:
+                for attr in parts[1:]:
+                    obj = getattr(obj, attr)
+            except AttributeError:
+                return [f"{where}: `{head}`: {first} has no attribute {'.'.join(parts[1:])}"]
+        else:
+            obj = other_library_object(head)
+            if obj is None:
+                return [f"{where}: `{head}` is not a public torchrl/tensordict name (nor a known library's)"]
+        problem = signature_problem(obj, keywords, where)
+        return [problem] if problem else []
+    # lowercase head: module paths of other libraries, or attribute/method/key words
+    if first in ("torch", "gymnasium", "transformers", "ray", "numpy", "np", "tokenizers", "datasets", "trl"):
+        return []
+    last = parts[-1]
+    if "_" in last.strip("_") and last not in vocabulary():
+        return [f"{where}: `{last}` is not a torchrl/tensordict parameter, attribute or key name "
+                f"(nor in tests/data/vocabulary_extra.txt)"]
+    if first == "api" or len(parts) == 1:
+        return []
+    return []
+
+
+def check_inline_names(md: Path) -> list[str]:
+    text = md.read_text()
+    problems = []
+    for span, line in inline_code(text):
+        problems += check_span(span, f"{md.relative_to(BUNDLE) if md.is_relative_to(BUNDLE) else md}:{line}")
+    return problems
+
+
+# ----------------------------------------------------------------------------- python blocks, statically
+def _bindings(tree: ast.AST, where: str, problems: list[str]) -> dict:
+    bound: dict = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in ("torchrl", "tensordict"):
+            for alias in node.names:
+                if alias.name == "*":
+                    continue
+                try:
+                    mod = importlib.import_module(node.module)
+                    obj = getattr(mod, alias.name) if hasattr(mod, alias.name) else importlib.import_module(f"{node.module}.{alias.name}")
+                except (ImportError, AttributeError):
+                    problems.append(f"{where}+{node.lineno}: cannot import {alias.name} from {node.module}")
+                    continue
+                bound[alias.asname or alias.name] = obj
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] in ("torchrl", "tensordict"):
+                    try:
+                        mod = importlib.import_module(alias.name)
+                    except ImportError:
+                        problems.append(f"{where}+{node.lineno}: cannot import {alias.name}")
+                        continue
+                    bound[alias.asname or alias.name.split(".")[0]] = mod if alias.asname else importlib.import_module(alias.name.split(".")[0])
+    return bound
+
+
+def _resolve_expr(node: ast.AST, bound: dict):
+    if isinstance(node, ast.Name):
+        return bound.get(node.id)
+    if isinstance(node, ast.Attribute):
+        base = _resolve_expr(node.value, bound)
+        if base is not None and (inspect.ismodule(base) or inspect.isclass(base)):
+            return getattr(base, node.attr, None)
+    return None
+
+
+def check_python_static(code: str, where: str) -> list[str]:
+    """Imports from torchrl/tensordict resolve; their callables accept the keywords used."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError as err:
+        return [f"{where}: python block does not parse: {err.msg} (line {err.lineno})"]
+    problems: list[str] = []
+    bound = _bindings(tree, where, problems)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) and node.func.value.id in bound:
+                base = bound[node.func.value.id]
+                if (inspect.ismodule(base) or inspect.isclass(base)) and not hasattr(base, node.func.attr):
+                    problems.append(f"{where}+{node.lineno}: {node.func.value.id}.{node.func.attr} does not exist")
+                    continue
+            obj = _resolve_expr(node.func, bound)
+            if obj is not None:
+                kws = [k.arg for k in node.keywords if k.arg]
+                problem = signature_problem(obj, kws, f"{where}+{node.lineno}")
+                if problem:
+                    problems.append(problem)
+    return problems
+
+
+def check_code_blocks_static(md: Path) -> list[str]:
+    problems = []
+    rel = md.relative_to(BUNDLE) if md.is_relative_to(BUNDLE) else md
+    for f in fences(md.read_text()):
+        if f.lang in ("python", "py"):
+            problems += check_python_static(f.code, f"{rel}:{f.line}")
+    return problems
+
+
+def check_markers(md: Path) -> list[str]:
+    """not-run markers are capped; raises markers say what they expect."""
+    fs = [f for f in fences(md.read_text()) if f.lang in ("python", "py")]
+    not_run = [f for f in fs if f.marker and f.marker[0] == "not-run"]
+    problems = []
+    if len(not_run) > MAX_NOT_RUN_PER_FILE:
+        problems.append(f"{md.name}: {len(not_run)} not-run python blocks (max {MAX_NOT_RUN_PER_FILE})")
+    for f in fs:
+        if f.marker and not f.marker[1]:
+            problems.append(f"{md.name}:{f.line}: `{f.marker[0]}:` marker without a reason/expected text")
+    return problems
+
+
+def runnable_blocks(md: Path) -> list[dict]:
+    """The python blocks the execution test runs: code, line, expected exception text."""
+    out = []
+    for f in fences(md.read_text()):
+        if f.lang not in ("python", "py") or (f.marker and f.marker[0] == "not-run"):
+            continue
+        out.append({"line": f.line, "code": f.code, "raises": f.marker[1] if f.marker and f.marker[0] == "raises" else None})
+    return out
+
+
+def run_blocks(md: Path, timeout_per_block: int = 30) -> list[str]:
+    """Execute the file's python blocks in one fresh interpreter (tests/run_md_blocks.py)."""
+    blocks = runnable_blocks(md)
+    if not blocks:
+        return []
+    proc = subprocess.run(
+        [sys.executable, str(BLOCK_RUNNER), "--timeout", str(timeout_per_block)],
+        input=json.dumps(blocks), capture_output=True, text=True,
+        timeout=timeout_per_block * len(blocks) + 60,
+    )
+    if proc.returncode not in (0, 1):
+        return [f"{md.name}: block runner crashed (exit {proc.returncode}): {proc.stderr[-2000:]}"]
+    results = json.loads(proc.stdout.strip().splitlines()[-1])
+    return [f"{md.name}:{r['line']}: {r['problem']}" for r in results if r["problem"]]
+
+
+# ----------------------------------------------------------------------------- links and routing
+def check_links(md: Path, root: Path = BUNDLE) -> list[str]:
+    problems = []
+    for href, line, _ in links(md.read_text()):
+        if re.match(r"^[a-z][a-z0-9+.-]*:", href) and not href.startswith("file:"):
+            continue  # https:, mailto:
+        if href.startswith("#"):
+            continue
+        target = href.split("#")[0]
+        if href.startswith(("file:", "/", "~")) or re.match(r"^[A-Za-z]:\\", href):
+            problems.append(f"{md.name}:{line}: machine path link {href}")
+            continue
+        resolved = (md.parent / target).resolve()
+        if not resolved.is_relative_to(root.resolve()):
+            problems.append(f"{md.name}:{line}: link leaves the bundle: {href}")
+        elif not resolved.exists():
+            problems.append(f"{md.name}:{line}: broken link {href}")
+    return problems
+
+
+def check_references_linked(skill_dir: Path) -> list[str]:
+    """Each references/*.md is linked from this SKILL.md on a line that says when to read it."""
+    skill_md = skill_dir / "SKILL.md"
+    text = skill_md.read_text()
+    linked = {}
+    for href, _, source in links(text):
+        linked.setdefault((skill_dir / href.split("#")[0]).resolve(), source)
+    problems = []
+    for ref in sorted((skill_dir / "references").glob("*.md")):
+        source = linked.get(ref.resolve())
+        if source is None:
+            problems.append(f"{skill_md.relative_to(skill_dir.parent)}: does not link references/{ref.name}")
+            continue
+        prose = re.sub(r"\[[^\]]*\]\([^)]*\)", "", source)
+        prose = re.sub(r"[\s|*`:.\-]+", " ", prose).strip()
+        if len(prose) < 15:
+            problems.append(f"{skill_md.name}: the link to references/{ref.name} has no line saying when to read it")
+    return problems
+
+
+def check_root_routes(root: Path = BUNDLE) -> list[str]:
+    text = (root / "SKILL.md").read_text()
+    targets = {(root / h.split("#")[0]).resolve() for h, _, _ in links(text)}
+    return [f"root SKILL.md does not route to sub-skills/{d.name}"
+            for d in skill_dirs(root)[1:] if (d / "SKILL.md").resolve() not in targets]
+
+
+def check_scripts_named(skill_dir: Path, scripts: list[Path]) -> list[str]:
+    text = (skill_dir / "SKILL.md").read_text()
+    return [f"{skill_dir.name}/SKILL.md does not mention its script {s.name}" for s in scripts if s.name not in text]
+
+
+# ----------------------------------------------------------------------------- sizes, frontmatter
+def check_size(md: Path, is_root: bool = False) -> list[str]:
+    text = md.read_text()
+    lines = text.count("\n") + 1
+    problems = []
+    if md.name == "SKILL.md":
+        cap = ROOT_MAX_LINES if is_root else SKILL_MAX_LINES
+        if lines > cap:
+            problems.append(f"{md}: {lines} lines (max {cap})")
+        if len(text) / 4 > SKILL_MAX_TOKENS:
+            problems.append(f"{md}: about {len(text) // 4} tokens (max {SKILL_MAX_TOKENS})")
+    elif lines > TOC_THRESHOLD:
+        head = "\n".join(text.splitlines()[:20])
+        if not re.search(r"^## Contents\s*$", head, re.M) or "](#" not in head:
+            problems.append(f"{md.name}: {lines} lines and no '## Contents' list of section links near the top")
+    return problems
+
+
+def check_frontmatter(skill_dir: Path, name: str | None = None) -> list[str]:
+    """skills-ref validation plus this bundle's metadata rules.
+
+    ``name``: the folder name the skill is installed under (root: ``torchrl``).
+    """
+    import tempfile
+
+    import skills_ref
+
+    text = (skill_dir / "SKILL.md").read_text()
+    fm = frontmatter(text)
+    if fm is None:
+        return [f"{skill_dir.name}/SKILL.md: no YAML frontmatter"]
+    problems = []
+    with tempfile.TemporaryDirectory() as tmp:
+        link = Path(tmp) / (name or skill_dir.name)
+        link.symlink_to(skill_dir.resolve(), target_is_directory=True)
+        problems += [f"{link.name}/SKILL.md: {e}" for e in skills_ref.validate(link)]
+    meta = fm.get("metadata") or {}
+    for key, want in (("disco-role", "operating"), ("torchrl-version", "0.14.1"), ("tensordict-version", "0.14.3")):
+        if str(meta.get(key)) != want:
+            problems.append(f"{skill_dir.name}/SKILL.md: metadata.{key} is {meta.get(key)!r}, expected {want!r}")
+    if "disable-model-invocation" in fm:
+        problems.append(f"{skill_dir.name}/SKILL.md: disable-model-invocation must not be set")
+    desc = str(fm.get("description", ""))
+    if re.search(r"[<>]", desc):
+        problems.append(f"{skill_dir.name}/SKILL.md: description contains < or >")
+    if not re.search(r"\b(use|when)\b", desc, re.I):
+        problems.append(f"{skill_dir.name}/SKILL.md: description does not say when to use it")
+    return problems
+
+
+# ----------------------------------------------------------------------------- commands and flags
+@functools.lru_cache(maxsize=None)
+def script_help(path: Path) -> str:
+    sys.path.insert(0, str(path.parent))
+    try:
+        spec = importlib.util.spec_from_file_location(f"_helpcheck_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        if hasattr(module, "build_parser"):
+            return module.build_parser().format_help()
+    except Exception:
+        pass
+    finally:
+        sys.path.remove(str(path.parent))
+    proc = subprocess.run([sys.executable, str(path), "--help"], capture_output=True, text=True, timeout=120)
+    return proc.stdout
+
+
+def commands(md: Path) -> list[tuple[str, str, int]]:
+    """(script path, argument text, line) for each `python X.py ...` in bash blocks and inline code."""
+    text = md.read_text()
+    found = []
+    for f in fences(text):
+        if f.lang in ("bash", "sh", "shell", "console", ""):
+            for i, line in enumerate(f.code.splitlines()):
+                for m in COMMAND_RE.finditer(line):
+                    found.append((m.group(1), m.group(2), f.line + 1 + i))
+    for span, line in inline_code(text):
+        for m in COMMAND_RE.finditer(span):
+            found.append((m.group(1), m.group(2), line))
+    return found
+
+
+def check_commands(md: Path, root: Path = BUNDLE) -> list[str]:
+    problems = []
+    for script, argtext, line in commands(md):
+        candidates = [root / script, nearest_skill_dir(md, root) / script, md.parent / script]
+        path = next((c for c in candidates if c.is_file()), None)
+        where = f"{md.name}:{line}"
+        if path is None:
+            problems.append(f"{where}: `python {script}` names no bundled script")
+            continue
+        help_text = script_help(path.resolve())
+        for flag in re.findall(r"(?<![\w-])(--[A-Za-z][\w-]*)", argtext):
+            if not re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", help_text):
+                problems.append(f"{where}: {script} has no flag {flag} in its --help")
+    return problems
+
+
+# ----------------------------------------------------------------------------- troubleshooting
+def check_troubleshooting(md: Path) -> list[str]:
+    problems = []
+    sections = re.split(r"^### ", md.read_text(), flags=re.M)[1:]
+    if not sections:
+        problems.append(f"{md.name}: no '### ' entries")
+    for sec in sections:
+        title = sec.splitlines()[0].strip()
+        body = re.split(r"^#{1,3} ", sec, flags=re.M)[0]
+        for label in ("Cause:", "Fix:", "Verify:", "Versions:"):
+            if label not in body:
+                problems.append(f"{md.name}: entry '{title[:60]}' lacks '{label}'")
+    return problems
+
+
+# ----------------------------------------------------------------------------- api_changes.json
+def check_api_change_rows() -> list[str]:
+    problems = []
+    for row in api_changes().get("names", []):
+        try:
+            resolve_path(row["old"])
+            problems.append(f"api_changes.json: {row['old']} still exists in the installed version")
+        except (ImportError, AttributeError):
+            pass
+        if row.get("new"):
+            try:
+                resolve_path(row["new"])
+            except (ImportError, AttributeError):
+                problems.append(f"api_changes.json: replacement {row['new']} does not resolve")
+    return problems

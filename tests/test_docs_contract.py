@@ -1,0 +1,100 @@
+"""Every SKILL.md and reference keeps the docs contract (BUNDLE_CONTRACT.md s2-s3).
+
+Files are discovered, so a doc added later is tested with no edit here. The checking
+functions live in tests/doccheck.py; tests/test_contract_negative.py shows each one
+rejecting a broken fixture.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import doccheck as dc
+import pytest
+from conftest import BUNDLE, SCRIPTS
+
+MARKDOWN = dc.bundle_markdown()
+SKILL_DIRS = dc.skill_dirs()
+SUB_SKILLS = [
+    "envs-and-transforms", "collectors-and-replay", "modules-and-policies",
+    "objectives-and-training", "llm-vla-and-services", "development-and-testing",
+]
+
+
+def md_id(path: Path) -> str:
+    return path.relative_to(BUNDLE).as_posix()
+
+
+def test_layout():
+    for rel in ("SKILL.md", "README.md", "LICENSE", "requirements.txt", ".ci/run", "scripts/report.schema.json",
+                "references/install-and-extras.md", "references/backend-compatibility.md",
+                "references/repo-provenance.md", "references/troubleshooting.md"):
+        assert (BUNDLE / rel).is_file(), rel
+    for name in SUB_SKILLS:
+        assert (BUNDLE / "sub-skills" / name / "SKILL.md").is_file(), name
+    assert "MIT License" in (BUNDLE / "LICENSE").read_text()
+
+
+@pytest.mark.parametrize("skill_dir", SKILL_DIRS, ids=lambda d: d.name)
+def test_frontmatter(skill_dir: Path):
+    name = "torchrl" if skill_dir == BUNDLE else None
+    assert dc.check_frontmatter(skill_dir, name) == []
+
+
+@pytest.mark.parametrize("skill_dir", SKILL_DIRS, ids=lambda d: d.name)
+def test_references_linked_with_when_to_read(skill_dir: Path):
+    assert dc.check_references_linked(skill_dir) == []
+
+
+@pytest.mark.parametrize("skill_dir", SKILL_DIRS, ids=lambda d: d.name)
+def test_skill_names_its_scripts(skill_dir: Path):
+    scripts = [s for s in SCRIPTS if dc.nearest_skill_dir(s) == skill_dir]
+    assert dc.check_scripts_named(skill_dir, scripts) == []
+
+
+def test_root_routes_to_every_sub_skill():
+    assert dc.check_root_routes() == []
+
+
+@pytest.mark.parametrize("md", MARKDOWN, ids=md_id)
+def test_links_resolve(md: Path):
+    assert dc.check_links(md) == []
+
+
+@pytest.mark.parametrize("md", MARKDOWN, ids=md_id)
+def test_size_budgets(md: Path):
+    assert dc.check_size(md, is_root=md == BUNDLE / "SKILL.md") == []
+
+
+@pytest.mark.parametrize("md", MARKDOWN, ids=md_id)
+def test_inline_names_resolve(md: Path):
+    assert dc.check_inline_names(md) == []
+
+
+@pytest.mark.parametrize("md", MARKDOWN, ids=md_id)
+def test_code_blocks_resolve_statically(md: Path):
+    assert dc.check_code_blocks_static(md) == []
+
+
+@pytest.mark.parametrize("md", MARKDOWN, ids=md_id)
+def test_block_markers(md: Path):
+    assert dc.check_markers(md) == []
+
+
+@pytest.mark.parametrize("md", [m for m in MARKDOWN if dc.runnable_blocks(m)], ids=md_id)
+def test_python_blocks_run(md: Path):
+    assert dc.run_blocks(md) == []
+
+
+@pytest.mark.parametrize("md", MARKDOWN, ids=md_id)
+def test_commands_name_real_scripts_and_flags(md: Path):
+    assert dc.check_commands(md) == []
+
+
+@pytest.mark.parametrize("md", [m for m in MARKDOWN if m.name == "troubleshooting.md"], ids=md_id)
+def test_troubleshooting_entries_complete(md: Path):
+    assert dc.check_troubleshooting(md) == []
+
+
+def test_api_change_rows_hold():
+    assert dc.check_api_change_rows() == []
