@@ -15,6 +15,7 @@ import functools
 import importlib
 import inspect
 import json
+import keyword
 import pkgutil
 import re
 import subprocess
@@ -155,6 +156,19 @@ def api_modules() -> tuple:
     return tuple(mods)
 
 
+@functools.lru_cache(maxsize=None)
+def api_source_text() -> str:
+    """All torchrl and tensordict Python source, concatenated (for env var / constant names)."""
+    import tensordict
+    import torchrl
+
+    chunks = []
+    for pkg in (torchrl, tensordict):
+        for path in Path(pkg.__file__).parent.rglob("*.py"):
+            chunks.append(path.read_text(errors="ignore"))
+    return "\n".join(chunks)
+
+
 def _is_api_object(obj) -> bool:
     mod = getattr(obj, "__module__", "") or ""
     return mod.startswith(("torchrl", "tensordict"))
@@ -192,8 +206,10 @@ def vocabulary() -> frozenset:
         seen.add(id(obj))
         targets = [obj]
         if inspect.isclass(obj):
-            words.update(n for n in dir(obj) if not n.startswith("_"))
-            targets += [getattr(obj, n, None) for n in vars(obj) if not n.startswith("__")]
+            words.update(n for n in dir(obj) if not n.startswith("__"))
+            for raw in vars(obj).values():  # raw descriptors: getattr could run class properties
+                raw = getattr(raw, "__func__", None) or getattr(raw, "fget", None) or raw
+                targets.append(raw)
             accepted = getattr(obj, "_AcceptedKeys", None)
             if accepted is not None and dataclasses.is_dataclass(accepted):
                 for f in dataclasses.fields(accepted):
@@ -288,6 +304,15 @@ def check_span(span: str, where: str) -> list[str]:
     if not SPAN_RE.match(span) or " " in span.split("(")[0]:
         return []
     head = span.split("(")[0].rstrip(".")
+    if re.search(r"\.(md|py|json|txt|toml|yaml|yml|so|cfg|ini|csv|npz|mp4|png|jsonl)$", head):
+        return []  # a file name, checked by the link and command checks
+    if head in ("None", "True", "False") or keyword.iskeyword(head):
+        return []
+    if re.fullmatch(r"[A-Z][A-Z0-9_]*", head):
+        # an environment variable or constant: it must occur in the installed source
+        if "_" in head and head not in api_source_text():
+            return [f"{where}: `{head}` does not occur in the installed torchrl/tensordict source"]
+        return []
     keywords: list[str] = []
     if "(" in span:
         try:
@@ -321,15 +346,18 @@ def check_span(span: str, where: str) -> list[str]:
                 return [f"{where}: `{head}` is not a public torchrl/tensordict name (nor a known library's)"]
         problem = signature_problem(obj, keywords, where)
         return [problem] if problem else []
-    # lowercase head: module paths of other libraries, or attribute/method/key words
+    # lowercase head: a torchrl function, another library's module path, or a word
+    # (parameter, attribute, method or key name) that the API must define
     if first in ("torch", "gymnasium", "transformers", "ray", "numpy", "np", "tokenizers", "datasets", "trl"):
         return []
+    obj = api_names().get(first) if len(parts) == 1 else None
+    if obj is not None and callable(obj):
+        problem = signature_problem(obj, keywords, where)
+        return [problem] if problem else []
     last = parts[-1]
     if "_" in last.strip("_") and last not in vocabulary():
         return [f"{where}: `{last}` is not a torchrl/tensordict parameter, attribute or key name "
                 f"(nor in tests/data/vocabulary_extra.txt)"]
-    if first == "api" or len(parts) == 1:
-        return []
     return []
 
 
@@ -474,18 +502,21 @@ def check_references_linked(skill_dir: Path) -> list[str]:
     """Each references/*.md is linked from this SKILL.md on a line that says when to read it."""
     skill_md = skill_dir / "SKILL.md"
     text = skill_md.read_text()
-    linked = {}
+    linked: dict = {}
     for href, _, source in links(text):
-        linked.setdefault((skill_dir / href.split("#")[0]).resolve(), source)
+        linked.setdefault((skill_dir / href.split("#")[0]).resolve(), []).append(source)
     problems = []
     for ref in sorted((skill_dir / "references").glob("*.md")):
-        source = linked.get(ref.resolve())
-        if source is None:
+        sources = linked.get(ref.resolve())
+        if sources is None:
             problems.append(f"{skill_md.relative_to(skill_dir.parent)}: does not link references/{ref.name}")
             continue
-        prose = re.sub(r"\[[^\]]*\]\([^)]*\)", "", source)
-        prose = re.sub(r"[\s|*`:.\-]+", " ", prose).strip()
-        if len(prose) < 15:
+
+        def prose(source: str) -> str:
+            without_links = re.sub(r"\[[^\]]*\]\([^)]*\)", "", source)
+            return re.sub(r"[\s|*`:.\-]+", " ", without_links).strip()
+
+        if max(len(prose(s)) for s in sources) < 15:
             problems.append(f"{skill_md.name}: the link to references/{ref.name} has no line saying when to read it")
     return problems
 

@@ -1,0 +1,60 @@
+"""scripts/run_all_checks.py: every bundled script in one process, one table, one exit code."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import run_all_checks
+import skill_report as sr
+from conftest import BUNDLE, SCRIPTS, run_python
+
+RUNNER = BUNDLE / "scripts" / "run_all_checks.py"
+SCHEMA = json.loads((BUNDLE / "scripts" / "report.schema.json").read_text())
+
+
+def test_full_run_covers_every_script_and_passes(tmp_path):
+    proc = run_python([str(RUNNER), "--json"], cwd=tmp_path, timeout=900)
+    report = json.loads(proc.stdout)
+    jsonschema.validate(report, SCHEMA)
+    failed = [c for c in report["checks"] if c["status"] == "fail"]
+    assert proc.returncode == 0 and not failed, failed
+    prefixes = {c["name"].split(":", 1)[0] for c in report["checks"]}
+    expected = {f"{sr.script_area(p)}/{p.stem}" for p in SCRIPTS if p != RUNNER}
+    assert prefixes == expected
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_only_narrows_to_one_area(tmp_path):
+    proc = run_python([str(RUNNER), "--json", "--only", "root"], cwd=tmp_path)
+    report = json.loads(proc.stdout)
+    assert {c["name"].split("/", 1)[0] for c in report["checks"]} == {"root"}
+
+
+def test_unknown_area_exits_2(tmp_path):
+    proc = run_python([str(RUNNER), "--only", "no-such-area"], cwd=tmp_path)
+    assert proc.returncode == 2 and "invalid choice" in proc.stderr
+
+
+def test_a_failing_script_fails_the_run(tmp_path, monkeypatch):
+    broken = tmp_path / "broken_check.py"
+    broken.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(BUNDLE / 'scripts')!r})\n"
+        "import skill_report as sr\n"
+        "def build_parser():\n    return sr.make_parser('x', 'python broken_check.py')\n"
+        "def run_checks(args, report):\n    report.run('always-fails', lambda: sr.expect(False, 'planted fault'))\n"
+        "def main(argv=None):\n    return sr.standard_main(__file__, build_parser, run_checks, argv)\n"
+    )
+    crashing = tmp_path / "crashing_check.py"
+    crashing.write_text("raise RuntimeError('cannot even import')\n")
+    report = sr.Report(str(RUNNER), json_mode=True)
+    monkeypatch.setattr(sr, "script_area", lambda path, root=None: "planted")
+    run_all_checks.run_script(broken, report)
+    run_all_checks.run_script(crashing, report)
+    rows = {c.name: c for c in report.checks}
+    assert rows["planted/broken_check:always-fails"].status == "fail"
+    assert "planted fault" in rows["planted/broken_check:always-fails"].detail
+    assert rows["planted/crashing_check:script-error"].status == "fail"
+    assert "cannot even import" in rows["planted/crashing_check:script-error"].detail
+    assert report.finish() == 1
