@@ -196,7 +196,8 @@ def _string_leaves(value) -> list[str]:
 @functools.lru_cache(maxsize=None)
 def vocabulary() -> frozenset:
     """Snake_case words the API defines: names, parameter names, attributes, string
-    defaults and loss ``_AcceptedKeys`` fields and defaults."""
+    defaults, loss ``_AcceptedKeys`` fields and defaults, and identifier-like string
+    literals of the installed source."""
     words: set[str] = set()
     seen: set[int] = set()
     for name, obj in api_names().items():
@@ -225,6 +226,9 @@ def vocabulary() -> frozenset:
             for p in sig.parameters.values():
                 words.add(p.name)
                 words.update(_string_leaves(p.default))
+    # keys and attribute names the source uses as string literals ("episode_reward",
+    # getattr(env, "autoreset_mode")) exist in the installed version too
+    words.update(re.findall(r"""["']([A-Za-z_][A-Za-z0-9_]*)["']""", api_source_text()))
     for line in VOCAB_EXTRA.read_text().splitlines():
         word = line.split("#")[0].strip()
         if word:
@@ -280,6 +284,24 @@ def other_library_object(name: str):
     return None
 
 
+@functools.lru_cache(maxsize=None)
+def bundle_script_names() -> frozenset:
+    """Module-level functions and classes the bundle's own scripts define (docs may name
+    them: ``compute_metrics`` in a script is as real as a torchrl name)."""
+    names: set[str] = set()
+    for path in sorted((BUNDLE / "scripts").glob("*.py")) + sorted((BUNDLE / "sub-skills").glob("*/scripts/*.py")):
+        try:
+            tree = ast.parse(path.read_text())
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                names.add(node.name)
+                if isinstance(node, ast.ClassDef):
+                    names.update(f"{node.name}.{n.name}" for n in node.body if isinstance(n, ast.FunctionDef))
+    return frozenset(names)
+
+
 def signature_problem(obj, keywords: list[str], where: str) -> str | None:
     """A problem string when ``obj``'s signature rejects one of ``keywords``."""
     if not callable(obj) or not keywords:
@@ -330,7 +352,7 @@ def check_span(span: str, where: str) -> list[str]:
             return [f"{where}: `{head}` does not resolve in the installed {first}"]
         problem = signature_problem(obj, keywords, where)
         return [problem] if problem else []
-    if first in removed_names() or head in removed_names():
+    if first in removed_names() or head in removed_names() or head in bundle_script_names():
         return []
     if first[:1].isupper():
         obj = api_names().get(first)
