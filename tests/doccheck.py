@@ -501,14 +501,36 @@ def run_blocks(md: Path, timeout_per_block: int = 30) -> list[str]:
 
 
 # ----------------------------------------------------------------------------- links and routing
+def heading_anchors(text: str) -> set[str]:
+    """GitHub-style anchors of a markdown file's headings (lowercase, punctuation
+    dropped, spaces to hyphens; repeats get -1, -2, ...)."""
+    anchors: set[str] = set()
+    lines = text.splitlines()
+    for tok in _tokens(text):
+        if tok.type == "heading_open":
+            title = lines[tok.map[0]].lstrip("#").strip()
+            # trailing hyphens (a heading ending in punctuation) are dropped on both sides
+            slug = re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-").rstrip("-")
+            candidate, n = slug, 0
+            while candidate in anchors:
+                n += 1
+                candidate = f"{slug}-{n}"
+            anchors.add(candidate)
+    return anchors
+
+
 def check_links(md: Path, root: Path = BUNDLE) -> list[str]:
     problems = []
     for href, line, _ in links(md.read_text()):
         if re.match(r"^[a-z][a-z0-9+.-]*:", href) and not href.startswith("file:"):
             continue  # https:, mailto:
-        if href.startswith("#"):
+        target, _, anchor = href.partition("#")
+        if anchor:
+            anchor_file = (md.parent / target) if target else md
+            if anchor_file.suffix == ".md" and anchor_file.is_file() and anchor.rstrip("-") not in heading_anchors(anchor_file.read_text()):
+                problems.append(f"{md.name}:{line}: no heading for anchor #{anchor} in {anchor_file.name}")
+        if not target:
             continue
-        target = href.split("#")[0]
         if href.startswith(("file:", "/", "~")) or re.match(r"^[A-Za-z]:\\", href):
             problems.append(f"{md.name}:{line}: machine path link {href}")
             continue

@@ -43,6 +43,7 @@ def test_links_reject_missing_machine_and_outside_paths():
     assert "broken link does/not/exist.md" in text
     assert "machine path link /root/somewhere/file.md" in text
     assert "leaves the bundle" in text
+    assert "no heading for anchor #no-such-heading" in text and "#bad-links" not in text
 
 
 def test_inline_names_reject_unknown_names_and_keywords():
