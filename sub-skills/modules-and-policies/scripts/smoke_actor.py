@@ -1,0 +1,256 @@
+"""Smoke-test TorchRL policy wrappers on CPU: the keys they read and write, their shapes, and when they sample.
+
+Builds, on a random TensorDict batch (no env, no download): a deterministic Actor with
+spec projection (safe=True), a ProbabilisticActor with NormalParamExtractor and
+TanhNormal (log-prob key present, samples differ under ExplorationType.RANDOM and agree
+under DETERMINISTIC, deterministic by default outside a collector), the TanhNormal
+log-prob event dim, a ValueOperator (state value and state-action value), a QValueActor
+(categorical, with an action mask), a multi-one-hot QValueModule with var_nums, and a
+MaskedCategorical ProbabilisticActor that never samples a masked action. Each check's
+detail names the keys and shapes it verified.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import skill_report as sr  # noqa: E402
+
+EXAMPLE = "python sub-skills/modules-and-policies/scripts/smoke_actor.py --batch 16 --json"
+OBS_DIM = 4
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 2:
+        raise ValueError(text)
+    return value
+
+
+_positive_int.__name__ = "integer >= 2"
+
+
+def build_parser():
+    parser = sr.make_parser(__doc__, EXAMPLE)
+    parser.add_argument("--batch", type=_positive_int, default=8, help="batch size N of the test TensorDict (default: 8)")
+    return parser
+
+
+def make_obs(n: int):
+    """TensorDict ``{"observation": [n, 4], "action_mask": [n, 3] (action 1 masked)}``, batch [n]."""
+    import torch
+    from tensordict import TensorDict
+
+    g = torch.Generator().manual_seed(0)
+    mask = torch.tensor([True, False, True]).expand(n, 3).clone()
+    return TensorDict(observation=torch.randn(n, OBS_DIM, generator=g), action_mask=mask, batch_size=[n])
+
+
+def make_tanh_normal_actor(return_log_prob: bool = True, low: float = -2.0, high: float = 2.0):
+    """ProbabilisticActor: observation [*B, 4] -> loc, scale [*B, 1] -> action in [low, high] [*B, 1].
+
+    With ``return_log_prob=True`` it also writes ``action_log_prob`` [*B] (tensordict 0.14.3
+    names it after the action key).
+    """
+    import torch
+    from tensordict.nn import NormalParamExtractor, TensorDictModule
+    from torchrl.data import Bounded
+    from torchrl.modules import MLP, ProbabilisticActor, TanhNormal
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(MLP(in_features=OBS_DIM, out_features=2, num_cells=[16]), NormalParamExtractor())
+    params = TensorDictModule(net, in_keys=["observation"], out_keys=["loc", "scale"])
+    return ProbabilisticActor(
+        params,
+        in_keys=["loc", "scale"],
+        distribution_class=TanhNormal,
+        distribution_kwargs={"low": low, "high": high},
+        return_log_prob=return_log_prob,
+        spec=Bounded(low, high, (1,)),
+    )
+
+
+def check_deterministic_actor(n: int) -> str:
+    import torch
+    from torchrl.data import Bounded
+    from torchrl.modules import MLP, Actor
+
+    torch.manual_seed(0)
+    actor = Actor(MLP(in_features=OBS_DIM, out_features=2, num_cells=[16]), spec=Bounded(-1.0, 1.0, (2,)), safe=True)
+    td = make_obs(n)
+    td["observation"] = td["observation"] * 100  # push the raw output outside [-1, 1]
+    out = actor(td.clone())
+    again = actor(td.clone())
+    sr.expect(actor.in_keys == ["observation"] and actor.out_keys == ["action"], f"Actor keys {actor.in_keys} -> {actor.out_keys}")
+    sr.expect(out["action"].shape == torch.Size([n, 2]), f"action shape {list(out['action'].shape)}, expected [{n}, 2]")
+    sr.expect(torch.equal(out["action"], again["action"]), "Actor output changed between two calls")
+    sr.expect(bool(out["action"].abs().max() <= 1.0), "safe=True did not project the action into Bounded(-1, 1)")
+    return f'Actor(safe=True): "observation" [{n}, 4] -> "action" [{n}, 2], repeatable, projected into [-1, 1]'
+
+
+def check_probabilistic_actor(n: int) -> str:
+    import torch
+    import _policy_checks as pc
+    from torchrl.envs.utils import ExplorationType, set_exploration_type
+
+    actor = make_tanh_normal_actor()
+    td = make_obs(n)
+    findings = pc.audit_probabilistic_actor(actor, td)
+    sr.expect(not findings, "; ".join(findings))
+    with set_exploration_type(ExplorationType.RANDOM):
+        out = actor(td.clone())
+    keys = sorted(k for k in out.keys() if k not in td.keys())
+    sr.expect(keys == ["action", "action_log_prob", "loc", "scale"], f"actor wrote {keys}")
+    sr.expect(out["action"].shape == torch.Size([n, 1]), f"action {list(out['action'].shape)}")
+    sr.expect(out["action_log_prob"].shape == torch.Size([n]), f"action_log_prob {list(out['action_log_prob'].shape)}")
+    sr.expect(bool(out["action"].abs().max() <= 2.0), "TanhNormal(low=-2, high=2) sampled outside [-2, 2]")
+    return (
+        f'ProbabilisticActor(TanhNormal): wrote loc/scale/action [{n}, 1], action_log_prob [{n}]; '
+        "RANDOM samples differ, DETERMINISTIC repeat"
+    )
+
+
+def check_default_is_deterministic(n: int) -> str:
+    import torch
+    import _policy_checks as pc
+    from torchrl.envs.utils import ExplorationType, exploration_type, set_exploration_type
+
+    actor = make_tanh_normal_actor()
+    td = make_obs(n)
+    sr.expect(exploration_type() is None, f"exploration_type() is {exploration_type()} outside any context")
+    a1, a2 = actor(td.clone())["action"], actor(td.clone())["action"]
+    sr.expect(torch.equal(a1, a2), "outside set_exploration_type the actor sampled; expected its deterministic default")
+    sr.expect(pc.explain_rollout_determinism(actor), "helper did not flag the deterministic default")
+    with set_exploration_type(ExplorationType.RANDOM):
+        sr.expect(not pc.explain_rollout_determinism(actor), "helper flagged a RANDOM context")
+    prob = pc.find_probabilistic_module(actor)
+    return f"no context: exploration_type() None, default_interaction_type={prob.default_interaction_type.name}, two calls equal"
+
+
+def check_tanh_normal_log_prob(n: int) -> str:
+    import torch
+    import _policy_checks as pc
+    from torchrl.modules import TanhNormal
+
+    g = torch.Generator().manual_seed(0)
+    loc, scale = torch.randn(n, 1, generator=g) * 0.5, torch.rand(n, 1, generator=g) + 0.5
+    dist = TanhNormal(loc, scale)
+    x = dist.sample()
+    lp = dist.log_prob(x)
+    elementwise = torch.distributions.Normal(loc, scale).log_prob(torch.atanh(x))
+    sr.expect(lp.shape == torch.Size([n]), f"TanhNormal.log_prob shape {list(lp.shape)}, expected [{n}]")
+    sr.expect(pc.find_log_prob_comparison_fault(lp, elementwise), "helper missed the [N] vs [N, 1] comparison")
+    reference = (elementwise - torch.log1p(-x.pow(2))).sum(-1)
+    sr.expect(not pc.find_log_prob_comparison_fault(lp, reference), "reference still has the wrong shape")
+    err = (lp - reference).abs().max().item()
+    sr.expect(err < 1e-4, f"TanhNormal.log_prob differs from the tanh-corrected Normal by {err:.2e}")
+    return f"TanhNormal event_shape {list(dist.event_shape)}: log_prob [{n}] vs Normal [{n}, 1]; summed+tanh-corrected match ({err:.1e})"
+
+
+def check_value_operator(n: int) -> str:
+    import torch
+    from tensordict.nn import TensorDictModule  # noqa: F401  (ValueOperator subclasses it)
+    from torchrl.modules import MLP, ValueOperator
+
+    torch.manual_seed(0)
+    td = make_obs(n)
+    td["action"] = torch.zeros(n, 1)
+    v = ValueOperator(MLP(in_features=OBS_DIM, out_features=1, num_cells=[16]), in_keys=["observation"])
+    q = ValueOperator(MLP(in_features=OBS_DIM + 1, out_features=1, num_cells=[16]), in_keys=["observation", "action"])
+    sr.expect(v.out_keys == ["state_value"] and q.out_keys == ["state_action_value"], f"default out_keys {v.out_keys}, {q.out_keys}")
+    out_v, out_q = v(td.clone()), q(td.clone())
+    sr.expect(out_v["state_value"].shape == torch.Size([n, 1]), f"state_value {list(out_v['state_value'].shape)}")
+    sr.expect(out_q["state_action_value"].shape == torch.Size([n, 1]), f"state_action_value {list(out_q['state_action_value'].shape)}")
+    return f'ValueOperator: "observation" -> "state_value" [{n}, 1]; with "action" in in_keys -> "state_action_value" [{n}, 1]'
+
+
+def check_qvalue_actor(n: int) -> str:
+    import torch
+    from torchrl.data import Categorical
+    from torchrl.modules import MLP, QValueActor
+
+    torch.manual_seed(0)
+    td = make_obs(n)
+    actor = QValueActor(MLP(in_features=OBS_DIM, out_features=3, num_cells=[16]), in_keys=["observation"], spec=Categorical(3))
+    out = actor(td.clone())
+    for key, shape in (("action_value", [n, 3]), ("action", [n]), ("chosen_action_value", [n, 1])):
+        sr.expect(list(out[key].shape) == shape, f"{key} shape {list(out[key].shape)}, expected {shape}")
+    sr.expect(torch.equal(out["action"], out["action_value"].argmax(-1)), "action is not argmax(action_value)")
+    masked = QValueActor(actor.module[0], in_keys=["observation"], spec=Categorical(3), action_mask_key="action_mask")
+    out_m = masked(td.clone())
+    sr.expect(not bool((out_m["action"] == 1).any()), "QValueActor(action_mask_key=...) chose masked action 1")
+    return f'QValueActor(Categorical(3)): "action_value" [{n}, 3], "action" [{n}] = argmax, "chosen_action_value" [{n}, 1]; mask honoured'
+
+
+def check_qvalue_mult_one_hot(n: int) -> str:
+    import torch
+    import _policy_checks as pc
+    from tensordict import TensorDict
+    from torchrl.data import MultiOneHot
+    from torchrl.modules import QValueModule
+
+    spec = MultiOneHot([2, 3])
+    module = QValueModule(spec=spec, var_nums=[2, 3])
+    findings = pc.find_qvalue_action_space_faults(module)
+    sr.expect(not findings, "; ".join(findings))
+    g = torch.Generator().manual_seed(0)
+    out = module(TensorDict(action_value=torch.randn(n, 5, generator=g), batch_size=[n]))
+    action = out["action"]
+    sr.expect(action.shape == torch.Size([n, 5]), f"action shape {list(action.shape)}")
+    per_part = [int(part.sum(-1).max()) for part in action.split([2, 3], -1)]
+    sr.expect(per_part == [1, 1] and int(action.sum(-1).min()) == 2, f"action is not one-hot per component: {action[0].tolist()}")
+    sr.expect(spec.is_in(action.bool()), "action outside MultiOneHot([2, 3])")
+    return f'QValueModule(spec=MultiOneHot([2, 3]), var_nums=[2, 3]): "action" [{n}, 5], one 1 per component'
+
+
+def check_masked_categorical(n: int) -> str:
+    import torch
+    from tensordict.nn import TensorDictModule
+    from torchrl.data import Categorical
+    from torchrl.envs.utils import ExplorationType, set_exploration_type
+    from torchrl.modules import MLP, MaskedCategorical, ProbabilisticActor
+
+    torch.manual_seed(0)
+    logits = TensorDictModule(MLP(in_features=OBS_DIM, out_features=3, num_cells=[16]), in_keys=["observation"], out_keys=["logits"])
+    actor = ProbabilisticActor(
+        logits,
+        in_keys={"logits": "logits", "mask": "action_mask"},
+        distribution_class=MaskedCategorical,
+        return_log_prob=True,
+        spec=Categorical(3),
+    )
+    td = make_obs(n)
+    with set_exploration_type(ExplorationType.RANDOM):
+        draws = actor(td.expand(20, n).clone())["action"]  # 20 draws per row, one call
+        out = actor(td.clone())
+    sr.expect(out["action"].shape == torch.Size([n]), f"action {list(out['action'].shape)}")
+    sr.expect(out["action_log_prob"].shape == torch.Size([n]), f"action_log_prob {list(out['action_log_prob'].shape)}")
+    seen = sorted(draws.unique().tolist())
+    sr.expect(1 not in seen, f"masked action 1 was sampled ({seen})")
+    sr.expect(seen == [0, 2], f"expected both unmasked actions over {20 * n} draws, saw {seen}")
+    lp_masked = MaskedCategorical(logits=out["logits"], mask=td["action_mask"]).log_prob(torch.ones(n, dtype=torch.long))
+    sr.expect(bool(torch.isinf(lp_masked).all()), "log_prob of a masked action is not -inf")
+    return f'MaskedCategorical via in_keys {{"logits", "mask": "action_mask"}}: "action" [{n}] in {seen}, log_prob(masked) = -inf'
+
+
+def run_checks(args, report: sr.Report) -> None:
+    n = args.batch
+    report.run("actor:deterministic", lambda: check_deterministic_actor(n))
+    report.run("actor:probabilistic", lambda: check_probabilistic_actor(n))
+    report.run("actor:default-deterministic", lambda: check_default_is_deterministic(n))
+    report.run("actor:tanh-normal-log-prob", lambda: check_tanh_normal_log_prob(n))
+    report.run("value:operator", lambda: check_value_operator(n))
+    report.run("qvalue:categorical", lambda: check_qvalue_actor(n))
+    report.run("qvalue:multi-one-hot", lambda: check_qvalue_mult_one_hot(n))
+    report.run("actor:masked-categorical", lambda: check_masked_categorical(n))
+
+
+def main(argv=None) -> int:
+    return sr.standard_main(__file__, build_parser, run_checks, argv)
+
+
+if __name__ == "__main__":
+    sr.main_guard(main)
