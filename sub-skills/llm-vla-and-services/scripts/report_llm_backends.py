@@ -1,0 +1,81 @@
+"""Report vLLM, SGLang and LeRobot: installed or not, what each needs, torchrl's error without it.
+
+Probes each with importlib (never imports a found backend); for an absent one, calls the
+torchrl entry point that needs it and records the exact error torchrl 0.14.1 raises.
+Nothing here runs a backend, so no row is ever ``pass`` for a backend: found backends are
+``skip`` ("installed, not verified here"), absent ones ``missing``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import platform
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
+import skill_report as sr  # noqa: E402
+
+EXAMPLE = "python sub-skills/llm-vla-and-services/scripts/report_llm_backends.py --json"
+
+NEEDS = {
+    "vllm": "Linux + CUDA GPU, pip install vllm (pins its own torch; install in a separate env)",
+    "sglang": "a running SGLang server (python -m sglang.launch_server, Linux + CUDA GPU); SGLangWrapper connects over HTTP",
+    "lerobot": "Python >= 3.12, pip install lerobot, Hugging Face hub access for datasets/policies",
+}
+
+
+def build_parser():
+    return sr.make_parser(__doc__, EXAMPLE)
+
+
+def _error_of(fn) -> str:
+    try:
+        fn()
+    except Exception as err:  # the point is to record torchrl's exact message
+        return f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+    return "(no error raised)"
+
+
+def probe_vllm() -> str:
+    if importlib.util.find_spec("vllm") is not None:
+        raise sr.CheckSkipped(f"vllm {sr.installed_version('vllm')} installed, not verified here (needs {NEEDS['vllm']})")
+    from torchrl.modules.llm import vLLMWrapper
+
+    err = _error_of(lambda: vLLMWrapper("facebook/opt-125m"))
+    raise sr.BackendMissing(f"not installed; needs {NEEDS['vllm']}; torchrl says: {err}")
+
+
+def probe_sglang() -> str:
+    from torchrl.modules.llm import SGLangWrapper
+
+    # SGLangWrapper(url) talks to a server; with none on the port torchrl raises ConnectionError.
+    err = _error_of(lambda: SGLangWrapper("http://127.0.0.1:9"))
+    state = "installed" if importlib.util.find_spec("sglang") else "not installed"
+    if state == "installed":
+        raise sr.CheckSkipped(f"sglang installed, not verified here (needs {NEEDS['sglang']}); no server: {err}")
+    raise sr.BackendMissing(f"{state}; needs {NEEDS['sglang']}; without a server torchrl says: {err}")
+
+
+def probe_lerobot() -> str:
+    py = platform.python_version()
+    if importlib.util.find_spec("lerobot") is not None:
+        raise sr.CheckSkipped(f"lerobot installed on Python {py}, not verified here (needs {NEEDS['lerobot']})")
+    raise sr.BackendMissing(
+        f"not installed (Python {py}); needs {NEEDS['lerobot']}; torchrl's VLA schema, tokenizers and TinyVLA "
+        "work without it (check_vla_schema.py)"
+    )
+
+
+def run_checks(args, report) -> None:
+    report.run("backend:vllm", probe_vllm)
+    report.run("backend:sglang", probe_sglang)
+    report.run("backend:lerobot", probe_lerobot)
+
+
+def main(argv=None):
+    return sr.standard_main(__file__, build_parser, run_checks, argv)
+
+
+if __name__ == "__main__":
+    sr.main_guard(main)

@@ -1,0 +1,167 @@
+"""Smoke of TorchRL rendering: save_render_checkpoint, then rlrender to jsonl and npz.
+
+Writes, in a temporary folder, a factory module (native ``PendulumEnv`` and a small
+``TensorDictModule`` policy reading ``th``/``thdot``), saves the policy with
+``torchrl.render.save_render_checkpoint(..., format="archive")``, runs rlrender's
+``torchrl.render.cli.main`` in-process to ``.jsonl`` and ``.npz`` and checks the files
+(steps, keys, return). --subprocess runs the installed ``rlrender`` executable instead
+(a fresh interpreter, slower). --mp4 tries mp4 (needs PyAV or torchcodec with ffmpeg
+AND RGB frames; PendulumEnv has none, so it reports skip with rlrender's error).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
+import skill_report as sr  # noqa: E402
+
+EXAMPLE = "python sub-skills/llm-vla-and-services/scripts/smoke_render.py --subprocess --mp4 --json"
+STEPS = 5
+
+FACTORY = '''
+import torch
+from tensordict.nn import TensorDictModule
+
+
+class TwoIn(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Linear(2, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+
+    def forward(self, th, thdot):
+        x = torch.stack([th.reshape(-1), thdot.reshape(-1)], -1)
+        return self.net(x).reshape(th.shape + (1,))
+
+
+def make_env(**kwargs):
+    from torchrl.envs import PendulumEnv
+    return PendulumEnv()
+
+
+def make_policy(**kwargs):
+    return TensorDictModule(TwoIn(), in_keys=["th", "thdot"], out_keys=["action"])
+'''
+
+
+def build_parser():
+    parser = sr.make_parser(__doc__, EXAMPLE)
+    parser.add_argument("--subprocess", action="store_true", help="run the rlrender executable in a child process (slow)")
+    parser.add_argument("--mp4", action="store_true", help="also try an mp4 (needs PyAV/torchcodec and RGB frames)")
+    return parser
+
+
+def _render(tmp: Path, ckpt: Path, fmt: str, use_subprocess: bool) -> tuple[int, str]:
+    """Run rlrender for ``fmt``; return (exit code, last stderr line or '')."""
+    argv = [
+        "--ckpt", str(ckpt), "--env", "render_factory:make_env", "--policy", "render_factory:make_policy",
+        "--format", fmt, "--out", str(tmp / f"out.{fmt}"), "--max-steps", str(STEPS), "--num-trajs", "1", "--seed", "0",
+    ]
+    if use_subprocess:
+        exe = shutil.which("rlrender") or str(Path(sys.executable).with_name("rlrender"))
+        if not Path(exe).exists():
+            raise sr.CheckFailed("rlrender executable not found next to this interpreter; reinstall torchrl")
+        proc = subprocess.run([exe, *argv], cwd=tmp, capture_output=True, text=True, timeout=300,
+                              env={**__import__("os").environ, "PYTHONPATH": str(tmp)})
+        return proc.returncode, (proc.stderr.strip().splitlines() or [""])[-1]
+    import contextlib
+    import io
+
+    from torchrl.render.cli import main as rlrender_main
+
+    sys.path.insert(0, str(tmp))
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            try:
+                code = rlrender_main(argv)
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else 2
+    finally:
+        sys.path.remove(str(tmp))
+        sys.modules.pop("render_factory", None)
+    lines = [ln for ln in err.getvalue().splitlines() if "rlrender" in ln]
+    return int(code or 0), (lines[-1] if lines else "")
+
+
+def check_render(use_subprocess: bool, mp4: bool, report) -> None:
+    with tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        (tmp / "render_factory.py").write_text(FACTORY)
+
+        def save() -> str:
+            import torch
+            from torchrl.render import load_checkpoint, save_render_checkpoint
+
+            sys.path.insert(0, str(tmp))
+            try:
+                import render_factory
+
+                torch.manual_seed(0)
+                path = save_render_checkpoint(tmp / "policy.pt", render_factory.make_policy(),
+                                              env_metadata={"env_name": "pendulum"}, format="archive")
+            finally:
+                sys.path.remove(str(tmp))
+                sys.modules.pop("render_factory", None)
+            payload = load_checkpoint(path)
+            sr.expect(payload.get("env_name") == "pendulum", f"checkpoint env_name {payload.get('env_name')!r}")
+            return f"save_render_checkpoint(format='archive') -> {Path(path).name}; load_checkpoint env_name 'pendulum'"
+
+        saved = report.run("render:checkpoint", save).status == "pass"
+
+        def to_jsonl() -> str:
+            code, err = _render(tmp, tmp / "policy.pt", "jsonl", use_subprocess)
+            sr.expect(code == 0, f"rlrender --format jsonl exit {code}: {err}")
+            rows = [json.loads(ln) for ln in (tmp / "out.jsonl").read_text().splitlines() if ln.strip()]
+            meta = rows[0]["metadata"]["trajectories"][0]
+            sr.expect(meta["num_steps"] == STEPS, f"jsonl trajectory has {meta['num_steps']} steps, expected {STEPS}")
+            return f"{'rlrender' if use_subprocess else 'cli.main'} jsonl: {len(rows)} records, {meta['num_steps']} steps, return {meta['return']:.3f}"
+
+        def to_npz() -> str:
+            import numpy as np
+
+            code, err = _render(tmp, tmp / "policy.pt", "npz", use_subprocess)
+            sr.expect(code == 0, f"rlrender --format npz exit {code}: {err}")
+            with np.load(tmp / "out.npz") as data:
+                act = data["traj_000/action"]
+                sr.expect(act.shape == (STEPS, 1), f"npz traj_000/action shape {act.shape}")
+                n = len(data.files)
+            return f"npz: {n} arrays, traj_000/action {act.shape}"
+
+        def to_mp4() -> str:
+            if not mp4:
+                raise sr.CheckSkipped("not asked for (pass --mp4)")
+            import importlib.util
+
+            if not (importlib.util.find_spec("av") or importlib.util.find_spec("torchcodec")):
+                raise sr.BackendMissing("no video encoder: pip install av (or torchcodec with ffmpeg)")
+            code, err = _render(tmp, tmp / "policy.pt", "mp4", use_subprocess)
+            if code != 0 and "No frames were captured" in err:
+                raise sr.CheckSkipped(f"not verified: PendulumEnv renders no RGB frames ({err})")
+            sr.expect(code == 0, f"rlrender --format mp4 exit {code}: {err}")
+            size = (tmp / "out.mp4").stat().st_size
+            sr.expect(size > 0, "empty mp4")
+            return f"mp4 written ({size} bytes)"
+
+        for name, fn in [("render:rlrender-jsonl", to_jsonl), ("render:rlrender-npz", to_npz), ("render:rlrender-mp4", to_mp4)]:
+            if saved:
+                report.run(name, fn)
+            else:
+                report.add(name, "skip", "checkpoint not written")
+
+
+def run_checks(args, report) -> None:
+    check_render(args.subprocess, args.mp4, report)
+
+
+def main(argv=None):
+    return sr.standard_main(__file__, build_parser, run_checks, argv)
+
+
+if __name__ == "__main__":
+    sr.main_guard(main)
