@@ -53,7 +53,7 @@ EXAMPLE = "python scripts/check_torchrl_env.py --steps 5 --check-cli --json"
 
 def build_parser():
     parser = sr.make_parser(__doc__, EXAMPLE)
-    parser.add_argument("--steps", type=_positive_int, default=5, help="rollout length of the core smoke (default: 5)")
+    parser.add_argument("--steps", type=sr.int_at_least(1), default=5, help="rollout length of the core smoke (default: 5)")
     parser.add_argument(
         "--check-cli",
         action="store_true",
@@ -61,16 +61,6 @@ def build_parser():
     )
     sr.add_device_flag(parser)
     return parser
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise ValueError(text)
-    return value
-
-
-_positive_int.__name__ = "positive integer"
 
 
 def torchrl_requirements() -> list:
@@ -217,12 +207,12 @@ def check_prioritized(td) -> str:
     from torchrl.data import LazyTensorStorage, TensorDictPrioritizedReplayBuffer
 
     torch.manual_seed(0)
-    rb = TensorDictPrioritizedReplayBuffer(alpha=1.0, beta=0.5, storage=LazyTensorStorage(100), batch_size=64)
-    idx = rb.extend(td)
-    priority = torch.full((len(idx),), 1e-6)
-    priority[0] = 1.0
-    rb.update_priority(idx, priority)
-    try:
+    try:  # PrioritizedSampler.__init__ builds the segment trees: it raises first
+        rb = TensorDictPrioritizedReplayBuffer(alpha=1.0, beta=0.5, storage=LazyTensorStorage(100), batch_size=64)
+        idx = rb.extend(td)
+        priority = torch.full((len(idx),), 1e-6)
+        priority[0] = 1.0
+        rb.update_priority(idx, priority)
         sample = rb.sample()
     except RuntimeError as err:
         if "is not available" not in str(err):
@@ -298,21 +288,25 @@ def run_checks(args, report: sr.Report) -> None:
     report.run("compiled-extension", check_extension)
     report.run("accelerator", lambda: check_accelerator(args.device))
 
-    env = make_env(args.device)
     state: dict = {}
 
     def rollout():
-        state["td"], detail = check_rollout(env, args.steps)
+        state["env"] = make_env(args.device)
+        state["td"], detail = check_rollout(state["env"], args.steps)
         return detail
 
     report.run("core:pendulum-rollout", rollout)
-    report.run("core:check_env_specs", lambda: check_specs(env))
     if "td" in state:
-        report.run("core:replay-buffer", lambda: check_replay_buffer(state["td"]))
-        report.run("core:prioritized-replay", lambda: check_prioritized(state["td"]))
-        report.run("core:step_mdp", lambda: check_step_mdp(state["td"]))
-    report.run("core:tensordict-module", lambda: check_module(env))
-    env.close()
+        env, td = state["env"], state["td"]
+        report.run("core:check_env_specs", lambda: check_specs(env))
+        report.run("core:replay-buffer", lambda: check_replay_buffer(td))
+        report.run("core:prioritized-replay", lambda: check_prioritized(td))
+        report.run("core:step_mdp", lambda: check_step_mdp(td))
+        report.run("core:tensordict-module", lambda: check_module(env))
+        env.close()
+    else:
+        for name in ("check_env_specs", "replay-buffer", "prioritized-replay", "step_mdp", "tensordict-module"):
+            report.add(f"core:{name}", "skip", "no rollout to work on (see core:pendulum-rollout)")
 
     for dist, module, purpose in OPTIONAL_BACKENDS:
         report.run(f"backend:{dist}", lambda d=dist, m=module, p=purpose: f"{sr.optional_backend(d, m, install_hint(d))} ({p})")

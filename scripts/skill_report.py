@@ -4,14 +4,21 @@ One job: give each script the same CLI conventions, stack probe, check runner an
 report format, as fixed by BUNDLE_CONTRACT.md section 4.
 
 A script imports this module (sub-skill scripts put the root ``scripts/`` folder on
-``sys.path`` first), then reads top to bottom::
+``sys.path`` first) and reads top to bottom::
 
-    parser = skill_report.make_parser(__doc__, epilog=...)   # parse args
-    args = parser.parse_args(argv)
-    skill_report.require_stack()                              # probe the stack (exit 2)
-    report = skill_report.Report(__file__, json_mode=args.json)
-    report.run("name", check_fn)                              # run checks
-    return report.finish()                                    # report, exit code
+    def build_parser():                                   # parse args
+        parser = skill_report.make_parser(__doc__, EXAMPLE)
+        parser.add_argument("--steps", type=skill_report.int_at_least(1), default=5)
+        return parser
+
+    def run_checks(args, report):                         # run checks
+        report.run("area:what", check_fn)   # check_fn returns the pass detail
+
+    def main(argv=None):                                  # probe the stack, report
+        return skill_report.standard_main(__file__, build_parser, run_checks, argv)
+
+    if __name__ == "__main__":
+        skill_report.main_guard(main)
 
 Statuses: ``pass``; ``fail`` (the check ran and found a fault; exit 1); ``skip`` (not
 asked for, or cannot run here, e.g. no GPU); ``missing`` (an optional backend is not
@@ -50,7 +57,9 @@ EXIT_CODES_HELP = (
 )
 
 # The range this bundle was verified on (references/repo-provenance.md). A lower
-# bound alone would let a future release with renamed APIs pass silently.
+# bound alone would let a future release with renamed APIs pass silently. torch is
+# left open above on purpose: a torch that does not match torchrl's build is a fault
+# for check_torchrl_env.py to name (exit 1), not a reason to refuse to run (exit 2).
 SUPPORTED = {
     "torch": ("2.1", None),
     "tensordict": ("0.14", "0.15"),
@@ -110,6 +119,54 @@ def make_parser(doc: str | None, example: str) -> argparse.ArgumentParser:
 def add_device_flag(parser: argparse.ArgumentParser) -> None:
     """Add ``--device`` (default ``cpu``); checks run on CPU unless asked otherwise."""
     parser.add_argument("--device", default="cpu", help="torch device to run on (default: cpu)")
+
+
+def int_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type=`` accepting integers >= ``minimum`` (bad values exit 2)."""
+
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < minimum:
+            raise ValueError(text)
+        return value
+
+    parse.__name__ = f"integer >= {minimum}"
+    return parse
+
+
+def child_processes() -> dict[int, str]:
+    """Live (non-zombie) descendants of this process, ``{pid: "name cmdline[:2]"}``.
+
+    Used to prove a check left nothing running. Needs psutil (in requirements.txt);
+    raises :class:`BackendMissing` without it. ``multiprocessing``'s resource tracker is
+    excluded: the standard library keeps it alive until the interpreter exits.
+    """
+    try:
+        import psutil
+    except ImportError:
+        raise BackendMissing("psutil not installed; install: pip install psutil") from None
+    out = {}
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            cmd = proc.cmdline()
+            if any("resource_tracker" in part for part in cmd):
+                continue
+            out[proc.pid] = " ".join([proc.name(), *cmd[:2]])
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return out
+
+
+def leftover_processes(before: dict[int, str], grace: float = 10.0) -> dict[int, str]:
+    """Descendants absent from ``before`` still alive after up to ``grace`` seconds."""
+    deadline = time.monotonic() + grace
+    while True:
+        left = {pid: desc for pid, desc in child_processes().items() if pid not in before}
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.2)
 
 
 def _release(version: str) -> tuple[int, ...]:

@@ -144,7 +144,7 @@ def build_parser():
         default=None,
         help="module:factory or path/to/file.py:factory (default: the bundled example env)",
     )
-    parser.add_argument("--steps", type=_positive_int, default=5, help="rollout length (default: 5)")
+    parser.add_argument("--steps", type=sr.int_at_least(1), default=5, help="rollout length (default: 5)")
     parser.add_argument(
         "--expect-transform",
         action="append",
@@ -153,16 +153,6 @@ def build_parser():
         help="a transform class the env must carry, e.g. ObservationNorm (repeatable)",
     )
     return parser
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise ValueError(text)
-    return value
-
-
-_positive_int.__name__ = "positive integer"
 
 
 def split_target(target: str) -> tuple[str, str]:
@@ -424,8 +414,11 @@ def _rollout_signature(env, seed: int, steps: int):
     torch.manual_seed(seed)
     env.set_seed(seed)
     td = env.rollout(steps, break_when_any_done=False)
-    keys = [("next", *k) if isinstance(k, tuple) else ("next", k) for k in env.full_observation_spec.keys(True, True)]
-    return [td.get(k).float() for k in keys if k in td.keys(True, True)]
+    specs = list(env.full_observation_spec.keys(True, True)) + list(env.reward_keys) + list(env.done_keys)
+    keys = [("next", *k) if isinstance(k, tuple) else ("next", k) for k in specs]
+    present = [td.get(k).float() for k in keys if k in td.keys(True, True)]
+    sr.expect(bool(present), "the rollout holds none of the spec'd observation, reward or done keys under 'next'")
+    return present
 
 
 def check_seed(env, steps: int) -> str:

@@ -24,16 +24,6 @@ EXAMPLE = (
 )
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise ValueError(text)
-    return value
-
-
-_positive_int.__name__ = "positive integer"
-
-
 def _env_choice(text: str) -> str:
     if text == "pendulum" or (text.startswith("gym:") and len(text) > 4):
         return text
@@ -46,7 +36,7 @@ _env_choice.__name__ = "env (pendulum or gym:<ID>)"
 def build_parser():
     parser = sr.make_parser(__doc__, EXAMPLE)
     parser.add_argument("--env", type=_env_choice, default="pendulum", help="pendulum (default) or gym:<ID>, e.g. gym:Pendulum-v1")
-    parser.add_argument("--steps", type=_positive_int, default=10, help="rollout length (default: 10)")
+    parser.add_argument("--steps", type=sr.int_at_least(1), default=10, help="rollout length (default: 10)")
     parser.add_argument("--check-specs", action="store_true", help="also run check_env_specs on every env built")
     parser.add_argument(
         "--batched",
@@ -54,7 +44,7 @@ def build_parser():
         default=None,
         help="also run --num-envs copies in SerialEnv (same process) or ParallelEnv (worker processes)",
     )
-    parser.add_argument("--num-envs", type=_positive_int, default=2, help="copies for --batched (default: 2)")
+    parser.add_argument("--num-envs", type=sr.int_at_least(1), default=2, help="copies for --batched (default: 2)")
     return parser
 
 

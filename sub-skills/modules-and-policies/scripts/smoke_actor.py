@@ -23,19 +23,9 @@ EXAMPLE = "python sub-skills/modules-and-policies/scripts/smoke_actor.py --batch
 OBS_DIM = 4
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 2:
-        raise ValueError(text)
-    return value
-
-
-_positive_int.__name__ = "integer >= 2"
-
-
 def build_parser():
     parser = sr.make_parser(__doc__, EXAMPLE)
-    parser.add_argument("--batch", type=_positive_int, default=8, help="batch size N of the test TensorDict (default: 8)")
+    parser.add_argument("--batch", type=sr.int_at_least(2), default=8, help="batch size N of the test TensorDict (default: 8)")
     return parser
 
 

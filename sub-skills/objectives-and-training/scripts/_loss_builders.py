@@ -16,6 +16,11 @@ Sources: torchrl/objectives/*.py, torchrl/modules/tensordict_module/actors.py (0
 
 from __future__ import annotations
 
+
+def fmt_key(key) -> str:
+    """Nested key -> dotted string: ("next", ("agents", "obs")) -> "next.agents.obs"."""
+    return ".".join(fmt_key(k) for k in key) if isinstance(key, tuple) else str(key)
+
 OBS, ACT, NACT = 3, 1, 2
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import skill_report as sr  # noqa: E402
+from _loss_builders import fmt_key as _fmt  # noqa: E402
 
 EXAMPLE = (
     "python sub-skills/objectives-and-training/scripts/check_loss_wiring.py --wiring my_wiring.py --json\n"
@@ -34,10 +35,6 @@ def build_parser():
         help="file defining build_wiring() -> dict(loss=, batch=, modules=); default: bundled good PPO+SAC example",
     )
     return parser
-
-
-def _fmt(key) -> str:
-    return ".".join(_fmt(k) for k in key) if isinstance(key, tuple) else str(key)
 
 
 def default_wiring() -> list:

@@ -40,9 +40,7 @@ def build_parser():
     return parser
 
 
-def _fmt(key) -> str:
-    """Nested key -> dotted string: ("next", ("agents", "obs")) -> "next.agents.obs"."""
-    return ".".join(_fmt(k) for k in key) if isinstance(key, tuple) else str(key)
+from _loss_builders import fmt_key as _fmt  # noqa: E402
 
 
 def _sorted_keys(keys) -> list:
