@@ -11,7 +11,6 @@ import importlib
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -39,45 +38,38 @@ def _run(module, argv):
     return {c.name: (c.status, c.detail) for c in report.checks}
 
 
-def _live_children() -> set:
-    """Live descendants as {(pid, command line)}, minus Python's multiprocessing
-    resource tracker: the stdlib starts it once per interpreter at the first spawn and it
-    exits with the interpreter, so it is not a process the scripts leave behind."""
-    out = set()
-    for p in psutil.Process().children(recursive=True):
-        try:
-            if p.status() == psutil.STATUS_ZOMBIE:
-                continue
-            cmd = " ".join(p.cmdline())
-        except psutil.NoSuchProcess:
-            continue
-        if "multiprocessing.resource_tracker" in cmd:
-            continue
-        out.add((p.pid, cmd[:200]))
-    return out
-
-
-def _wait_no_new_children(before: set, grace: float = 15.0) -> set:
-    deadline = time.monotonic() + grace
-    while True:
-        new = _live_children() - before
-        if not new or time.monotonic() > deadline:
-            return new
-        time.sleep(0.2)
-
-
 # --------------------------------------------------------------------------- real reports
 
 
 def test_removed_collector_names_raise_importerror_and_map_to_new():
+    """Every collector row of api_changes.json: the old import fails, the new one resolves."""
     sc = _module("smoke_collector")
-    import torchrl.collectors as collectors
+    rows = sc.renamed_collectors()
+    assert "torchrl.collectors.SyncDataCollector" in rows and len(rows) >= 5
+    for old, row in rows.items():
+        module, name = old.rsplit(".", 1)
+        with pytest.raises(ImportError, match=f"cannot import name '{name}' from '{module}'"):
+            exec(f"from {module} import {name}")
+        new_module, new_name = row["new"].rsplit(".", 1)
+        assert hasattr(importlib.import_module(new_module), new_name), row["new"]
+        faults = sc.diagnose(f"ImportError: cannot import name '{name}' from '{module}' (/x/__init__.py)")
+        assert faults == [f"{old} was removed in torchrl {row['removed_in']}; fix: from {new_module} import {new_name}"]
 
-    for old, new in sc.RENAMED.items():
-        code = f"from torchrl.collectors import {old}"
-        with pytest.raises(ImportError, match=f"cannot import name '{old}' from 'torchrl.collectors'"):
-            exec(code)
-        assert hasattr(collectors, new), new
+
+def test_diagnose_reads_renamed_names_from_api_changes_json(monkeypatch, tmp_path):
+    """The table is api_changes.json, not a copy: a row added there is diagnosed, a missing file exits 2."""
+    sc = _module("smoke_collector")
+    table = tmp_path / "api_changes.json"
+    row = {"old": "torchrl.collectors.OldThing", "new": "torchrl.collectors.NewThing", "changed_in": "0.12.0", "removed_in": "0.13.0"}
+    table.write_text(json.dumps({"names": [row]}))
+    monkeypatch.setattr(sc, "API_CHANGES", table)
+    assert sc.diagnose("cannot import name 'OldThing' from 'torchrl.collectors'") == [
+        "torchrl.collectors.OldThing was removed in torchrl 0.13.0; fix: from torchrl.collectors import NewThing"
+    ]
+    assert sc.diagnose("cannot import name 'SyncDataCollector' from 'torchrl.collectors'") == []
+    monkeypatch.setattr(sc, "API_CHANGES", tmp_path / "absent.json")
+    with pytest.raises(sr.CannotRun):
+        sc.renamed_collectors()
 
 
 def test_diagnose_names_fix_for_removed_name_log():
@@ -132,11 +124,42 @@ def test_batched_env_storage_check_reports_silent_1d_fault():
     assert "ndim=2) holds 20 frames" in detail and "ndim=1 holds 2 rows" in detail
 
 
+def test_weight_update_check_passes_with_push_and_control():
+    sc = _module("smoke_collector")
+    detail = sc.check_weight_update_single(10)
+    assert "without update actions stay [0.0]" in detail and "next batch actions [0.5]" in detail
+
+
 def test_weight_update_check_fails_when_weights_do_not_change(monkeypatch):
     sc = _module("smoke_collector")
     monkeypatch.setattr(sc, "set_bias", lambda policy, value: None)
     with pytest.raises(sr.CheckFailed, match="after update_policy_weights_"):
         sc.check_weight_update_single(10)
+
+
+def test_weight_update_check_fails_when_update_is_skipped(monkeypatch):
+    """The collector runs its own copy: without update_policy_weights_ batch 1 keeps the old bias."""
+    sc = _module("smoke_collector")
+    monkeypatch.setattr(sc, "push_weights", lambda collector, trainer: None)
+    with pytest.raises(sr.CheckFailed, match=r"batch 1 actions \[0\.0\] after update_policy_weights_"):
+        sc.check_weight_update_single(10)
+
+
+def test_weight_update_check_fails_when_collector_shares_trainer_policy(monkeypatch):
+    """The old, vacuous setup (collector runs the trainer's object) is caught by the control."""
+    sc = _module("smoke_collector")
+    monkeypatch.setattr(sc, "collector_copy", lambda policy: policy)
+    with pytest.raises(sr.CheckFailed, match="shares the trainer's weights"):
+        sc.check_weight_update_single(10)
+
+
+def test_truncation_check_counts_partial_last_trajectory():
+    """--frames 42: max_frames_per_traj=10 gives 4 full trajectories plus a 2-step one (5 ids)."""
+    sc = _module("smoke_collector")
+    args = sc.build_parser().parse_args(["--frames", "42"])
+    assert args.frames == 42
+    detail = sc.check_truncation(42)
+    assert "max_frames_per_traj=10" in detail and "truncated at [9, 19, 29, 39]" in detail and "5 traj_ids" in detail
 
 
 def test_replay_buffer_all_checks_pass_and_report_samples():
@@ -166,7 +189,7 @@ def test_leftover_check_fails_on_a_surviving_child():
     session = cr.RaySession()
     session.was_started = True
     session.seen = {1: "raylet"}
-    session.before = cr._children()
+    session.before = sr.child_processes()
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         with pytest.raises(sr.CheckFailed, match="processes left after ray.shutdown"):
@@ -177,25 +200,31 @@ def test_leftover_check_fails_on_a_surviving_child():
     assert cr.is_ray_process("raylet /usr/bin/raylet") and not cr.is_ray_process("python -c pass")
 
 
+def test_leftover_check_skips_when_ray_never_started():
+    cr = _module("check_ray_scaling")
+    with pytest.raises(sr.CheckSkipped, match="Ray was not started"):
+        cr.check_no_leftover(cr.RaySession(), grace=0.1)
+
+
 # --------------------------------------------------------------------------- real processes
 
 
 def test_multiprocess_collector_weight_sync_and_no_child_survives():
     """--workers 2: shared ndim=2 buffer, pushed bias in the NEXT batch, workers gone."""
     sc = _module("smoke_collector")
-    before = _live_children()
+    before = sr.child_processes()
     rows = _run(sc, ["--workers", "2", "--frames", "20"])
     assert rows["multi:shared-buffer-ndim2"][0] == "pass", rows
     assert rows["multi:weight-sync-next-batch"][0] == "pass", rows
     assert "40/40 frames at 0.5" in rows["multi:weight-sync-next-batch"][1]
     assert rows["multi:shutdown"][0] == "pass", rows
-    assert _wait_no_new_children(before) == set()
+    assert sr.leftover_processes(before, grace=15.0) == {}
 
 
 def test_ray_for_real_and_no_child_survives():
     pytest.importorskip("ray")
     cr = _module("check_ray_scaling")
-    before = _live_children()
+    before = sr.child_processes()
     rows = _run(cr, ["--ray", "--grace", "15"])
     for name in ("ray:init-local-1cpu", "ray:replay-buffer", "ray:shutdown-no-leftover"):
         assert rows[name][0] == "pass", rows
@@ -203,4 +232,4 @@ def test_ray_for_real_and_no_child_survives():
     import ray
 
     assert not ray.is_initialized()
-    assert _wait_no_new_children(before) == set()
+    assert sr.leftover_processes(before, grace=15.0) == {}

@@ -12,7 +12,6 @@ run is left (psutil, waiting up to --grace seconds). ray missing: the checks say
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
@@ -44,34 +43,10 @@ def make_env():
     return PendulumEnv()
 
 
-def _children():
-    """Live (non-zombie) descendants of this process as {pid: name}; needs psutil."""
-    import psutil
-
-    out = {}
-    for p in psutil.Process().children(recursive=True):
-        try:
-            if p.status() != psutil.STATUS_ZOMBIE:
-                out[p.pid] = p.name() + " " + " ".join(p.cmdline()[:2])
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-    return out
-
-
 def is_ray_process(desc: str) -> bool:
     """True when a process description (name + argv head) belongs to a Ray session."""
     low = desc.lower()
     return any(m in low for m in RAY_PROCESS_MARKERS) or "ray/" in low or "ray\\" in low
-
-
-def leftover_processes(before: dict, grace: float) -> dict:
-    """Descendants not in ``before`` still alive after up to ``grace`` seconds, {pid: desc}."""
-    deadline = time.monotonic() + grace
-    while True:
-        left = {pid: d for pid, d in _children().items() if pid not in before}
-        if not left or time.monotonic() >= deadline:
-            return left
-        time.sleep(0.2)
 
 
 class RaySession:
@@ -88,8 +63,8 @@ class RaySession:
 
         sr.expect(not ray.is_initialized(), "a Ray session is already initialized in this process")
         try:
-            self.before = _children()
-        except ImportError:
+            self.before = sr.child_processes()
+        except sr.BackendMissing:
             self.before = {}
         ray.init(
             address="local",  # never attach to another cluster found via RAY_ADDRESS or /tmp/ray
@@ -105,8 +80,8 @@ class RaySession:
 
     def note_processes(self) -> None:
         try:
-            self.seen.update({p: d for p, d in _children().items() if p not in self.before})
-        except ImportError:
+            self.seen.update({p: d for p, d in sr.child_processes().items() if p not in self.before})
+        except sr.BackendMissing:
             pass
 
     def stop(self) -> None:
@@ -171,12 +146,12 @@ def check_collector(session: RaySession) -> str:
 
 
 def check_no_leftover(session: RaySession, grace: float) -> str:
-    try:
-        import psutil  # noqa: F401
-    except ImportError:
-        raise sr.BackendMissing("psutil not installed; cannot list child processes; install: pip install psutil") from None
-    sr.expect(bool(session.seen) or not session.was_started, "no Ray child process was seen while Ray ran; the leftover check would prove nothing")
-    left = leftover_processes(session.before, grace)
+    """After ray.shutdown(): no process started during the run is alive (sr.leftover_processes)."""
+    if not session.was_started:
+        raise sr.CheckSkipped("Ray was not started (see ray:init-local-1cpu); nothing to prove")
+    sr.child_processes()  # BackendMissing without psutil
+    sr.expect(bool(session.seen), "no Ray child process was seen while Ray ran; the leftover check would prove nothing")
+    left = sr.leftover_processes(session.before, grace)
     ray_left = {p: d for p, d in left.items() if is_ray_process(d)}
     sr.expect(not left, f"processes left after ray.shutdown(): {sorted(left.items())[:6]}")
     named = sorted({d.split()[0] for d in session.seen.values()})

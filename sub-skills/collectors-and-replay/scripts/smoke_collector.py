@@ -3,7 +3,9 @@
 By default (one process, seconds): a single Collector fills a replay buffer through
 replay_buffer= (the iterator then yields None), a batched env (SerialEnv) fills a
 LazyTensorStorage(ndim=2) with one row per frame, max_frames_per_traj truncates
-trajectories, and update_policy_weights_() makes the next batch use changed weights.
+trajectories, and update_policy_weights_(TensorDict.from_module(trainer_policy)) copies a
+changed trainer policy into the collector's own copy (a control run without the call keeps
+the old weights, so the check can fail).
 With --workers N: a MultiSyncCollector over N spawned worker processes, each running a
 SerialEnv, writes into a shared ndim=2 storage; a weight change pushed with
 update_policy_weights_() must show in the NEXT batch's actions; then shutdown() must leave
@@ -13,6 +15,7 @@ collector fault found in it (removed names, 1-D storage under a batched env, ...
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -29,24 +32,51 @@ EXAMPLE = (
 BIAS_BEFORE = 0.0
 BIAS_AFTER = 0.5
 
-# Removed in torchrl 0.14 (source: torchrl/collectors/__init__.py, 0.14.1 exports only the
-# new names; the rows also live in development-and-testing/scripts/api_changes.json).
-RENAMED = {
-    "SyncDataCollector": "Collector",
-    "MultiSyncDataCollector": "MultiSyncCollector",
-    "MultiaSyncDataCollector": "MultiAsyncCollector",
-    "aSyncDataCollector": "AsyncCollector",
-    "DataCollectorBase": "BaseCollector",
-}
+# The bundle's single list of renamed/removed TorchRL names (owned by development-and-testing).
+API_CHANGES = Path(__file__).resolve().parents[2] / "development-and-testing" / "scripts" / "api_changes.json"
+
+
+def renamed_collectors(path: Path | None = None) -> dict[str, dict]:
+    """Removed collector names: ``{"torchrl.collectors.Old": row}`` from api_changes.json.
+
+    Each row has ``old``/``new`` (dotted paths), ``changed_in``, optional ``deprecated_in`` and
+    ``removed_in`` (the rows of ``names`` whose ``old`` lives under ``torchrl.collectors``).
+    Raises ``sr.CannotRun`` (exit 2) when the file is missing or has no such row.
+    """
+    path = Path(path or API_CHANGES)
+    try:
+        rows = json.loads(path.read_text())["names"]
+    except (OSError, ValueError, KeyError) as exc:
+        sr.cannot_run(f"cannot read the renamed-name table {path}: {exc}", "restore the bundle's api_changes.json")
+    out = {r["old"]: r for r in rows if r["old"].startswith("torchrl.collectors.")}
+    if not out:
+        sr.cannot_run(f"{path} lists no torchrl.collectors row", "restore the bundle's api_changes.json")
+    return out
+
+
+def _split(dotted: str) -> tuple[str, str]:
+    module, _, name = dotted.rpartition(".")
+    return module, name
+
+
+def diagnose_removed_names(text: str) -> list[str]:
+    """``cannot import name 'X' from 'torchrl.collectors...'`` for each X in api_changes.json."""
+    found = []
+    for m in re.finditer(r"cannot import name '(\w+)' from '(torchrl\.collectors[\w.]*)'", text):
+        row = renamed_collectors().get(f"{m.group(2)}.{m.group(1)}")
+        if row is None:
+            continue
+        module, name = _split(row["new"])
+        gone = f"removed in torchrl {row['removed_in']}" if row.get("removed_in") else f"changed in torchrl {row['changed_in']}"
+        msg = f"{m.group(2)}.{m.group(1)} was {gone}; fix: from {module} import {name}"
+        if msg not in found:
+            found.append(msg)
+    return found
+
 
 # (regex on a log/traceback, cause, fix). Texts observed on torchrl 0.14.1 / tensordict 0.14.3.
+# Removed-name imports are matched by diagnose_removed_names() from api_changes.json.
 KNOWN_FAULTS = [
-    (
-        r"cannot import name '(SyncDataCollector|MultiSyncDataCollector|MultiaSyncDataCollector|"
-        r"aSyncDataCollector|DataCollectorBase)' from 'torchrl\.collectors'",
-        "the 0.13 collector names were removed in torchrl 0.14",
-        None,  # fix computed from the matched name
-    ),
     (
         r"indexed destination TensorDict batch size is torch\.Size\(\[\d+, 1\]\).*differs from the source "
         r"batch size torch\.Size\(\[\d+, \d+\]\)",
@@ -79,15 +109,15 @@ def build_parser():
     parser = sr.make_parser(__doc__, EXAMPLE)
     parser.add_argument(
         "--workers",
-        type=_non_negative_int,
+        type=sr.int_at_least(0),
         default=0,
         help="run a MultiSyncCollector over N worker processes and prove weight sync (default: 0, off)",
     )
     parser.add_argument(
         "--frames",
-        type=_positive_int,
+        type=sr.int_at_least(1),
         default=40,
-        help="frames_per_batch of the single-process checks, even (default: 40)",
+        help="frames_per_batch of the single-process checks; odd values are rounded up (default: 40)",
     )
     parser.add_argument(
         "--diagnose",
@@ -95,24 +125,6 @@ def build_parser():
         help="read a traceback or log FILE and report each known collector fault with its fix",
     )
     return parser
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise ValueError(text)
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise ValueError(text)
-    return value
-
-
-_positive_int.__name__ = "positive integer"
-_non_negative_int.__name__ = "non-negative integer"
 
 
 # ---------------------------------------------------------------------------------------
@@ -254,7 +266,8 @@ def check_truncation(frames: int) -> str:
     want = list(range(traj - 1, frames, traj))
     sr.expect(trunc == want, f'("next","truncated") set at steps {trunc}, expected {want}')
     ids = batch["collector", "traj_ids"].unique().numel()
-    sr.expect(ids == frames // traj, f"{ids} trajectory ids in one batch, expected {frames // traj}")
+    want_ids = -(-frames // traj)  # ceil: a last, partial trajectory has its own id
+    sr.expect(ids == want_ids, f"{ids} trajectory ids in one batch, expected {want_ids}")
     return f"max_frames_per_traj={traj}: batch [{frames}], truncated at {want}, {ids} traj_ids"
 
 
@@ -289,30 +302,80 @@ def check_batched_env_storage(frames: int) -> str:
     )
 
 
-def check_weight_update_single(frames: int) -> str:
-    """update_policy_weights_() after changing the policy: the next batch uses the new bias."""
+def collector_copy(trainer_policy):
+    """The collector's own policy: a deep copy sharing no tensor with the trainer's."""
+    import copy
+
+    return copy.deepcopy(trainer_policy)
+
+
+def push_weights(collector, trainer_policy) -> None:
+    """Copy the trainer's weights into the collector's policy (torchrl 0.14.1).
+
+    ``Collector.update_policy_weights_(weights)`` with no weight sync scheme falls back to
+    ``Collector._maybe_fallback_update`` (torchrl/collectors/_single.py), which writes
+    ``weights`` in place into the collector's policy. Called with no argument it re-reads
+    the policy the collector was built with, which is not the trainer's here.
+    """
+    from tensordict import TensorDict
+
+    collector.update_policy_weights_(TensorDict.from_module(trainer_policy))
+
+
+def _two_batches(frames: int, push: bool) -> list[list[float]]:
+    """Actions of batch 0 and 1; between them the trainer's bias changes (and is pushed)."""
     import torch
     from torchrl.collectors import Collector
 
     torch.manual_seed(0)
-    policy = make_policy()
+    trainer = make_policy()
     collector = Collector(
-        make_env, policy, frames_per_batch=frames, total_frames=-1, auto_register_policy_transforms=False
+        make_env,
+        collector_copy(trainer),
+        frames_per_batch=frames,
+        total_frames=-1,
+        auto_register_policy_transforms=False,
     )
     seen = []
     try:
         for i, batch in enumerate(collector):
             seen.append(_actions(batch))
             if i == 0:
-                set_bias(policy, BIAS_AFTER)
-                collector.update_policy_weights_()
+                set_bias(trainer, BIAS_AFTER)
+                if push:
+                    push_weights(collector, trainer)
             if i == 1:
                 break
     finally:
         collector.shutdown()
+    return seen
+
+
+def check_weight_update_single(frames: int) -> str:
+    """A Collector on its own policy copy sees a trainer change only once it is pushed.
+
+    Control: without ``update_policy_weights_`` batch 1 keeps the old bias (otherwise the
+    collector shares the trainer's tensors and the update proves nothing). Then with
+    ``update_policy_weights_(TensorDict.from_module(trainer))`` batch 1 has the new bias.
+    """
+    control = _two_batches(frames, push=False)
+    sr.expect(
+        control == [[BIAS_BEFORE], [BIAS_BEFORE]],
+        f"without update_policy_weights_ the collector's actions went {control[0]} -> {control[1]}, expected "
+        f"[{BIAS_BEFORE}] both times: the collector shares the trainer's weights, so an update proves nothing "
+        "(give it its own copy: copy.deepcopy(policy) or policy_factory=)",
+    )
+    seen = _two_batches(frames, push=True)
     sr.expect(seen[0] == [BIAS_BEFORE], f"batch 0 actions {seen[0]}, expected [{BIAS_BEFORE}]")
-    sr.expect(seen[1] == [BIAS_AFTER], f"batch 1 actions {seen[1]} after update_policy_weights_(), expected [{BIAS_AFTER}]")
-    return f"actions {seen[0]} -> update_policy_weights_() -> next batch actions {seen[1]}"
+    sr.expect(
+        seen[1] == [BIAS_AFTER],
+        f"batch 1 actions {seen[1]} after update_policy_weights_(TensorDict.from_module(trainer)), "
+        f"expected [{BIAS_AFTER}] (the weights did not reach the collector's policy)",
+    )
+    return (
+        f"collector on a deepcopy of the trainer policy: without update actions stay {control[1]}; "
+        f"update_policy_weights_(TensorDict.from_module(trainer)) -> next batch actions {seen[1]}"
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -403,21 +466,14 @@ class _MultiRun:
 def diagnose(text: str) -> list[str]:
     """Known collector faults found in ``text`` (a traceback or log), each as 'cause; fix: ...'.
 
-    Matches the exact error texts of torchrl 0.14.1 / tensordict 0.14.3 listed in
-    ``KNOWN_FAULTS``; returns [] when none is found.
+    Removed-name imports come from api_changes.json (``diagnose_removed_names``); the other
+    exact error texts (torchrl 0.14.1 / tensordict 0.14.3) from ``KNOWN_FAULTS``.
+    Returns [] when none is found.
     """
-    found = []
+    found = diagnose_removed_names(text)
     for pattern, cause, fix in KNOWN_FAULTS:
-        for m in re.finditer(pattern, text, flags=re.S):
-            if fix is None:
-                old = m.group(1)
-                msg = f"{cause}: {old}; fix: from torchrl.collectors import {RENAMED[old]}"
-            else:
-                msg = f"{cause}; fix: {fix}"
-            if msg not in found:
-                found.append(msg)
-            if fix is not None:
-                break
+        if re.search(pattern, text, flags=re.S):
+            found.append(f"{cause}; fix: {fix}")
     return found
 
 
@@ -435,7 +491,7 @@ def run_checks(args, report: sr.Report) -> None:
     if args.diagnose:
         report.run("diagnose:log", lambda: check_diagnose(args.diagnose))
         return
-    frames = args.frames + (args.frames % 2)
+    frames = args.frames + (args.frames % 2)  # SerialEnv(2) splits a batch in two
     report.run("collector:single-into-buffer", lambda: check_single_into_buffer(frames))
     report.run("collector:max-frames-per-traj", lambda: check_truncation(max(frames, 8)))
     report.run("collector:batched-env-ndim2", lambda: check_batched_env_storage(frames))
