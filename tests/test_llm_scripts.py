@@ -1,4 +1,4 @@
-"""Behaviour tests for sub-skills/llm-vla-and-services scripts (real transformers, tokenizers, ray, av)."""
+"""Behaviour tests for sub-skills/llm-vla-and-services scripts (real transformers, tokenizers, ray, Pillow)."""
 
 from __future__ import annotations
 
@@ -139,24 +139,78 @@ def test_services_default_and_executor_timeout(unix_sockets):
     assert res["services:ray-registry"].status == "skip"
 
 
-def test_services_ray_registry_for_real_leaves_nothing(unix_sockets):
-    import psutil
+def test_services_ray_registry_for_real_leaves_nothing(unix_sockets, monkeypatch):
     import ray
 
-    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    # address="local" in the smoke must ignore RAY_ADDRESS (this one points at nothing)
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")
+    before = sr.child_processes()
     res = _run("smoke_services", ["--ray", "--timeout", "1.0"])
-    assert res["services:ray-registry"].status == "pass", res["services:ray-registry"].detail
+    detail = res["services:ray-registry"].detail
+    assert res["services:ray-registry"].status == "pass", detail
+    assert "Ray child process(es) seen while running" in detail and not detail.startswith("0 ")
     assert not ray.is_initialized()
-    left = {p.pid for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE} - before
-    assert not left
+    assert not sr.leftover_processes(before, grace=5.0)
 
 
-def test_render_jsonl_npz_and_mp4_not_passed():
+def test_services_ray_check_fails_without_local_children(monkeypatch):
+    # a registry that starts no process here (e.g. attached to a remote cluster) gives
+    # no proof that shutdown cleaned up: the check must fail, not pass
+    import torchrl.services
+    import smoke_services
+
+    class NoProcessRegistry:
+        def register(self, *args, **kwargs):
+            pass
+
+        def shutdown(self, raise_on_error=True):
+            pass
+
+    monkeypatch.setattr(torchrl.services, "get_services", lambda **kw: NoProcessRegistry())
+    report = sr.Report(str(SCRIPTS / "smoke_services.py"), json_mode=True)
+    result = report.run("services:ray-registry", lambda: smoke_services.check_ray(True, 1.0))
+    assert result.status == "fail"
+    assert "no Ray child process found after register()" in result.detail
+
+
+def test_render_jsonl_npz_frames_and_mp4_not_passed():
+    import importlib.util
+
     res = _run("smoke_render", ["--mp4"])
-    for name in ("render:checkpoint", "render:rlrender-jsonl", "render:rlrender-npz"):
+    for name in ("render:checkpoint", "render:rlrender-jsonl", "render:rlrender-npz", "render:rlrender-frames"):
         assert res[name].status == "pass", res[name].detail
-    assert res["render:rlrender-mp4"].status in ("skip", "missing")
-    assert "No frames were captured" in res["render:rlrender-mp4"].detail
+    assert "6 PNGs of 32x32" in res["render:rlrender-frames"].detail
+    mp4 = res["render:rlrender-mp4"]
+    if importlib.util.find_spec("torchcodec") is None:
+        assert mp4.status == "missing", mp4.detail
+        assert "torchcodec" in mp4.detail
+        # the real rlrender error, documented in references/troubleshooting.md
+        assert "Writing MP4 videos with VideoRecorder or CSVLogger requires torchcodec >= 0.10.0" in mp4.detail
+    else:
+        assert mp4.status == "pass", mp4.detail
+
+
+def test_render_state_only_env_captures_no_frames(tmp_path, monkeypatch):
+    # the documented "No frames were captured" error, from the same factory minus the pixels transform
+    import smoke_render
+
+    factory = smoke_render.FACTORY.replace(
+        "return TransformedEnv(PendulumEnv(), AngleToPixels())", "return PendulumEnv()"
+    )
+    assert factory != smoke_render.FACTORY
+    (tmp_path / "render_factory.py").write_text(factory)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import torch
+    import render_factory
+    from torchrl.render import save_render_checkpoint
+
+    sys.modules.pop("render_factory", None)
+    torch.manual_seed(0)
+    save_render_checkpoint(tmp_path / "policy.pt", render_factory.make_policy(), format="archive")
+    # frames are checked before any encoder is looked for, so this holds without torchcodec
+    code, err = smoke_render._render(tmp_path, tmp_path / "policy.pt", "mp4", False)
+    assert code != 0
+    assert "rlrender: error: No frames were captured, so no mp4 can be written." in err
 
 
 def test_backend_report_never_passes():

@@ -38,13 +38,13 @@ PLOT_METRICS = ("reward/seq_mean", "kl/k3_mean")
 
 def build_parser():
     parser = sr.make_parser(__doc__, EXAMPLE)
-    parser.add_argument("--plot", metavar="PNG", help="write a reward and KL over steps plot to PNG (needs matplotlib)")
+    parser.add_argument("--plot", metavar="PNG", help="plot reward and KL over steps (needs matplotlib); writes the PNG file (opt-in output; default runs write nothing outside a temporary directory)")
     parser.add_argument(
         "--csv-dir",
         metavar="DIR",
         help="CSVLogger experiment folder to plot (holds scalars/); default: a synthetic run in a temp folder",
     )
-    parser.add_argument("--steps", type=int, default=12, help="steps of the synthetic logged run (default: 12)")
+    parser.add_argument("--steps", type=sr.int_at_least(1), default=12, help="steps of the synthetic logged run (default: 12)")
     parser.add_argument("--tensorboard", action="store_true", help="also log through TensorboardLogger (temp folder)")
     return parser
 

@@ -1,12 +1,14 @@
-"""Smoke of TorchRL rendering: save_render_checkpoint, then rlrender to jsonl and npz.
+"""Smoke of TorchRL rendering: save_render_checkpoint, then rlrender to jsonl, npz and frames.
 
-Writes, in a temporary folder, a factory module (native ``PendulumEnv`` and a small
+Writes, in a temporary folder, a factory module (native ``PendulumEnv`` with a small
+``AngleToPixels`` transform adding a uint8 ``"pixels"`` [32, 32, 3] key, and a
 ``TensorDictModule`` policy reading ``th``/``thdot``), saves the policy with
 ``torchrl.render.save_render_checkpoint(..., format="archive")``, runs rlrender's
-``torchrl.render.cli.main`` in-process to ``.jsonl`` and ``.npz`` and checks the files
-(steps, keys, return). --subprocess runs the installed ``rlrender`` executable instead
-(a fresh interpreter, slower). --mp4 tries mp4 (needs PyAV or torchcodec with ffmpeg
-AND RGB frames; PendulumEnv has none, so it reports skip with rlrender's error).
+``torchrl.render.cli.main`` in-process to ``.jsonl``, ``.npz`` and PNG frames and checks
+the files (steps, keys, return, frame count and size). --subprocess runs the installed
+``rlrender`` executable instead (a fresh interpreter, slower). --mp4 tries mp4: torchrl
+0.14.1 encodes mp4 only through torchcodec (>= 0.10.0, with FFmpeg libraries; PyAV is
+not used), so without torchcodec it reports missing, never pass.
 """
 
 from __future__ import annotations
@@ -27,6 +29,28 @@ STEPS = 5
 FACTORY = '''
 import torch
 from tensordict.nn import TensorDictModule
+from torchrl.data import Unbounded
+from torchrl.envs import PendulumEnv, TransformedEnv
+from torchrl.envs.transforms import Transform
+
+
+class AngleToPixels(Transform):
+    # PendulumEnv is state-only; rlrender's pixels backend needs a "pixels" key to film
+    def __init__(self):
+        super().__init__(in_keys=["th"], out_keys=["pixels"])
+
+    def _apply_transform(self, th):
+        img = torch.full((*th.shape, 32, 32, 3), 40, dtype=torch.uint8)
+        col = ((th.sin() * 0.5 + 0.5) * 31).long().clamp(0, 31)
+        img.scatter_(-2, col.reshape(*th.shape, 1, 1, 1).expand(*th.shape, 32, 1, 3), 255)
+        return img
+
+    def _reset(self, tensordict, tensordict_reset):
+        return self._call(tensordict_reset)
+
+    def transform_observation_spec(self, observation_spec):
+        observation_spec["pixels"] = Unbounded(shape=(32, 32, 3), dtype=torch.uint8, device=observation_spec.device)
+        return observation_spec
 
 
 class TwoIn(torch.nn.Module):
@@ -40,8 +64,7 @@ class TwoIn(torch.nn.Module):
 
 
 def make_env(**kwargs):
-    from torchrl.envs import PendulumEnv
-    return PendulumEnv()
+    return TransformedEnv(PendulumEnv(), AngleToPixels())
 
 
 def make_policy(**kwargs):
@@ -52,7 +75,7 @@ def make_policy(**kwargs):
 def build_parser():
     parser = sr.make_parser(__doc__, EXAMPLE)
     parser.add_argument("--subprocess", action="store_true", help="run the rlrender executable in a child process (slow)")
-    parser.add_argument("--mp4", action="store_true", help="also try an mp4 (needs PyAV/torchcodec and RGB frames)")
+    parser.add_argument("--mp4", action="store_true", help="also try an mp4 (torchrl 0.14.1 needs torchcodec>=0.10.0; reports missing without it)")
     return parser
 
 
@@ -133,22 +156,46 @@ def check_render(use_subprocess: bool, mp4: bool, report) -> None:
                 n = len(data.files)
             return f"npz: {n} arrays, traj_000/action {act.shape}"
 
+        def to_frames() -> str:
+            sr.optional_backend("pillow", module="PIL", install="pip install pillow")
+            code, err = _render(tmp, tmp / "policy.pt", "frames", use_subprocess)
+            sr.expect(code == 0, f"rlrender --format frames exit {code}: {err}")
+            from PIL import Image
+
+            pngs = sorted((tmp / "out.frames").rglob("*.png"))
+            sr.expect(len(pngs) == STEPS + 1, f"{len(pngs)} PNG frames written, expected {STEPS + 1} (reset + {STEPS} steps)")
+            with Image.open(pngs[0]) as img:
+                size = img.size
+            sr.expect(size == (32, 32), f"frame size {size}, expected (32, 32) from the 'pixels' key")
+            return f"frames: {len(pngs)} PNGs of {size[0]}x{size[1]} from the 'pixels' key"
+
         def to_mp4() -> str:
             if not mp4:
                 raise sr.CheckSkipped("not asked for (pass --mp4)")
             import importlib.util
 
-            if not (importlib.util.find_spec("av") or importlib.util.find_spec("torchcodec")):
-                raise sr.BackendMissing("no video encoder: pip install av (or torchcodec with ffmpeg)")
+            # torchrl 0.14.1 writes mp4 through torchcodec only (torchrl/record/loggers,
+            # VideoRecorder); PyAV alone is not enough
             code, err = _render(tmp, tmp / "policy.pt", "mp4", use_subprocess)
-            if code != 0 and "No frames were captured" in err:
-                raise sr.CheckSkipped(f"not verified: PendulumEnv renders no RGB frames ({err})")
+            if importlib.util.find_spec("torchcodec") is None:
+                # frames ARE captured here, so the failure must be the torchcodec one
+                sr.expect(code != 0 and "requires torchcodec" in err,
+                          f"without torchcodec expected rlrender's torchcodec error, got exit {code}: {err!r}")
+                raise sr.BackendMissing(
+                    "torchcodec not installed: rlrender --format mp4 needs torchcodec>=0.10.0 and FFmpeg "
+                    f"libraries (PyAV is not used); pip install 'torchcodec>=0.10.0'. rlrender said: {err}"
+                )
             sr.expect(code == 0, f"rlrender --format mp4 exit {code}: {err}")
             size = (tmp / "out.mp4").stat().st_size
             sr.expect(size > 0, "empty mp4")
             return f"mp4 written ({size} bytes)"
 
-        for name, fn in [("render:rlrender-jsonl", to_jsonl), ("render:rlrender-npz", to_npz), ("render:rlrender-mp4", to_mp4)]:
+        for name, fn in [
+            ("render:rlrender-jsonl", to_jsonl),
+            ("render:rlrender-npz", to_npz),
+            ("render:rlrender-frames", to_frames),
+            ("render:rlrender-mp4", to_mp4),
+        ]:
             if saved:
                 report.run(name, fn)
             else:

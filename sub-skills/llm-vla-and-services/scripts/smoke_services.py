@@ -31,33 +31,6 @@ def build_parser():
     return parser
 
 
-def _children() -> set[int]:
-    """PIDs of this process's live (non-zombie) descendants, via psutil."""
-    import psutil
-
-    out = set()
-    for c in psutil.Process().children(recursive=True):
-        try:
-            if c.status() != psutil.STATUS_ZOMBIE:
-                out.add(c.pid)
-        except psutil.NoSuchProcess:
-            pass
-    return out
-
-
-def _wait_gone(pids: set[int], seconds: float = 10.0) -> set[int]:
-    """Wait up to ``seconds`` for ``pids`` to exit; return the ones still alive."""
-    import psutil
-
-    deadline = time.monotonic() + seconds
-    alive = set(pids)
-    while alive and time.monotonic() < deadline:
-        alive = {p for p in alive if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE}
-        if alive:
-            time.sleep(0.1)
-    return alive
-
-
 def check_direct() -> str:
     from torchrl.record.loggers import CSVLogger
 
@@ -76,18 +49,18 @@ def check_direct() -> str:
 def check_process() -> str:
     from torchrl.record.loggers import CSVLogger, ProcessLogger
 
-    before = _children()
+    before = sr.child_processes()
     with tempfile.TemporaryDirectory() as tmp:
         owner = ProcessLogger(CSVLogger, exp_name="smoke", log_dir=tmp, mp_context="fork")
         try:
             owner.start()
-            spawned = _children() - before
+            spawned = {p: d for p, d in sr.child_processes().items() if p not in before}
             sr.expect(owner.is_alive and spawned, "ProcessLogger started no child process")
             owner.client().log_scalar("reward", 2.0, step=0)
         finally:
             owner.shutdown(timeout=10.0)
-        left = _wait_gone(spawned)
-        sr.expect(not left, f"ProcessLogger child processes still alive after shutdown: {sorted(left)}")
+        left = sr.leftover_processes(before, grace=10.0)
+        sr.expect(not left, f"ProcessLogger child processes still alive after shutdown: {left}")
         files = [p.name for p in Path(tmp).rglob("*.csv")]
         sr.expect(files, "the child process wrote no CSV file")
     return f"ProcessLogger child pid(s) {sorted(spawned)} logged {files} and exited on shutdown()"
@@ -96,10 +69,11 @@ def check_process() -> str:
 def check_executor(timeout: float) -> str:
     from torchrl.envs.llm.transforms.tools import PythonExecutorService
 
-    before = _children()
+    before = sr.child_processes()
     svc = PythonExecutorService(pool_size=1, timeout=timeout)
     try:
-        spawned = _children() - before
+        spawned = {p: d for p, d in sr.child_processes().items() if p not in before}
+        sr.expect(spawned, "PythonExecutorService started no interpreter process")
         ok = svc.execute(SNIPPET)
         sr.expect(ok["success"] and ok["stdout"].strip() == "45", f"snippet result {ok}")
         t0 = time.monotonic()
@@ -110,8 +84,8 @@ def check_executor(timeout: float) -> str:
         sr.expect(again["success"], f"interpreter not restarted after the timeout: {again}")
     finally:
         svc.cleanup()
-    left = _wait_gone(_children() - before)
-    sr.expect(not left, f"interpreter processes still alive after cleanup(): {sorted(left)}")
+    left = sr.leftover_processes(before, grace=10.0)
+    sr.expect(not left, f"interpreter processes still alive after cleanup(): {left}")
     return (
         f"stdout {ok['stdout'].strip()!r}; sleep stopped after {waited:.1f}s with {slow['stderr']!r}; "
         f"{len(spawned)} process(es) gone after cleanup()"
@@ -127,15 +101,19 @@ def check_ray(asked: bool, timeout: float) -> str:
     from torchrl.services import get_services
 
     sr.expect(not ray.is_initialized(), "Ray already initialised in this process; run in a fresh process")
-    before = _children()
+    before = sr.child_processes()
     services = None
     try:
+        # address="local" always starts a fresh local Ray, even when RAY_ADDRESS points at a cluster
         services = get_services(
             backend="ray",
-            ray_init_config={"num_cpus": 2, "include_dashboard": False, "log_to_driver": False},
+            ray_init_config={"address": "local", "num_cpus": 2, "include_dashboard": False, "log_to_driver": False},
             namespace="torchrl_skill_smoke",
         )
         services.register("python_executor", PythonExecutorService, pool_size=1, timeout=timeout, num_cpus=1)
+        ray_children = {p: d for p, d in sr.child_processes().items() if p not in before}
+        sr.expect(ray_children, "no Ray child process found after register(): this Ray is not local, "
+                  "so the leftover check below would prove nothing")
         names = services.list()
         sr.expect(names == ["python_executor"], f"registry lists {names}")
         out = ray.get(services["python_executor"].execute.remote(SNIPPET), timeout=60)
@@ -146,9 +124,12 @@ def check_ray(asked: bool, timeout: float) -> str:
         if services is not None:
             services.shutdown(raise_on_error=False)
         ray.shutdown()
-    left = _wait_gone(_children() - before, seconds=30.0)
-    sr.expect(not left, f"Ray processes still alive after ray.shutdown(): {sorted(left)}")
-    return f"get_services('ray') served {sorted(names)}; remote stdout '45'; reset() emptied it; no Ray process left"
+    left = sr.leftover_processes(before, grace=30.0)
+    sr.expect(not left, f"Ray processes still alive after ray.shutdown(): {left}")
+    return (
+        f"get_services('ray') served {sorted(names)}; remote stdout '45'; reset() emptied it; "
+        f"{len(ray_children)} Ray child process(es) seen while running, none left after ray.shutdown()"
+    )
 
 
 def run_checks(args, report) -> None:

@@ -32,8 +32,8 @@ def build_parser():
     parser = sr.make_parser(__doc__, EXAMPLE)
     parser.add_argument("--trl-sft", action="store_true", help="run trl.SFTTrainer on batches sampled from a TorchRL buffer (~20 s)")
     parser.add_argument("--grpo-hf", action="store_true", help="run TorchRL GRPO steps scored by a HF reward model (~15 s)")
-    parser.add_argument("--steps", type=int, default=3, help="training steps for each round trip (default: 3)")
-    parser.add_argument("--log-dir", metavar="DIR", help="keep the --grpo-hf metrics (CSVLogger) in DIR instead of a temp folder")
+    parser.add_argument("--steps", type=sr.int_at_least(1), default=3, help="training steps for each round trip (default: 3)")
+    parser.add_argument("--log-dir", metavar="DIR", help="keep the --grpo-hf metrics (CSVLogger); writes the DIR folder (opt-in output; default runs write nothing outside a temporary directory)")
     return parser
 
 
