@@ -72,6 +72,40 @@ def test_exit_codes_and_output(capsys):
     assert report["ok"] and report["summary"]["fail"] == 0
 
 
+def test_explicit_log_prob_key_is_a_note_not_a_failure(table, capsys):
+    """log_prob_key="sample_log_prob" on an actor (and set_keys(sample_log_prob=...)) is valid on 0.14.1."""
+    path = FIX / "explicit_log_prob_key.py"
+    findings, _ = sad.scan_source(str(path), path.read_text(), table)
+    assert {(f.kind, f.severity) for f in findings} == {("key-note", "note")}, [f.text() for f in findings]
+    assert {f.old for f in findings} == {"log_prob_key='sample_log_prob'", "sample_log_prob='sample_log_prob'"}
+    assert sad.main([str(path), "--strict"]) == 0
+    assert "[key-note] log_prob_key='sample_log_prob'" in capsys.readouterr().out
+    # the fact behind the note: a loss built from that actor adopts its key and runs
+    sys.path.insert(0, str(FIX))
+    try:
+        import explicit_log_prob_key as fx
+    finally:
+        sys.path.remove(str(FIX))
+    loss, out = fx.build()
+    assert loss.tensor_keys.sample_log_prob == "sample_log_prob"
+    assert all(out[k].isfinite().all() for k in ("loss_objective", "loss_critic", "loss_entropy"))
+
+
+def test_legacy_key_reads_stay_findings_next_to_an_explicit_actor_key(table):
+    src = (
+        "from torchrl.modules import ProbabilisticActor\n"
+        "a = ProbabilisticActor(None, in_keys=['loc'], log_prob_key='sample_log_prob')\n"
+        "def f(td, obj):\n"
+        "    obj.update(sample_log_prob='sample_log_prob')\n"  # not set_keys: an ordinary write
+        "    return td['sample_log_prob']\n"
+    )
+    found = sad.scan_source("x.py", src, table)[0]
+    keys = [f for f in found if f.kind == "key"]
+    assert [f.line for f in keys] == [4, 5] and all(f.severity == "error" for f in keys)
+    assert "log_prob_key= on line 2" in keys[0].note
+    assert [f.line for f in found if f.kind == "key-note"] == [2]
+
+
 def test_strict_fails_on_deprecated_only_code(tmp_path, capsys):
     f = tmp_path / "dep.py"
     f.write_text("from torchrl.collectors import VanillaWeightUpdater\n")

@@ -107,6 +107,8 @@ def _wiring_report(fixture):
         ("value_key_broken.py", "value_key_fixed.py", "value key 'state_value' not found in value network out_keys ['state_action_value']"),
         ("log_prob_broken.py", "log_prob_fixed.py", "Couldn't find the log-prob action_log_prob in the input data."),
         ("param_copies_broken.py", "param_copies_fixed.py", "qvalue_network_params[0].data"),
+        ("grad_log_prob_broken.py", "grad_log_prob_fixed.py", "tensordict stored action_log_prob requires grad."),
+        ("gae_value_key_broken.py", "gae_value_key_fixed.py", "TypeError: 'NoneType' object is not subscriptable"),
     ],
 )
 def test_wiring_reports_fail_then_fix(broken, fixed, expected):
@@ -132,3 +134,57 @@ def test_real_errors_match_torchrl_text():
         with pytest.raises(KeyError) as err:
             w["loss"](w["batch"])
         assert text in str(err.value)
+
+
+def test_failures_name_their_fix():
+    grad = _wiring_report("grad_log_prob_broken.py")
+    assert any(c.status == "fail" and "torch.no_grad()" in c.detail and "batch.detach()" in c.detail for c in grad.checks)
+    gae = _wiring_report("gae_value_key_broken.py")
+    assert any(c.status == "fail" and "gae.set_keys(value='state_action_value')" in c.detail
+               and "out_keys=['state_value']" in c.detail for c in gae.checks)
+
+
+def test_real_errors_of_new_fixtures_match_torchrl_text():
+    """torchrl 0.14.1 itself raises the diagnosed texts on the grad and standalone-GAE fixtures."""
+    import importlib.util
+
+    def load(fixture):
+        spec = importlib.util.spec_from_file_location(f"_fx_{Path(fixture).stem}", FIXTURES / fixture)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod.build_wiring()
+
+    w = load("grad_log_prob_broken.py")
+    with pytest.raises(RuntimeError, match="tensordict stored action_log_prob requires grad."):
+        w["loss"](w["batch"])
+    w = load("gae_value_key_broken.py")
+    with pytest.raises(TypeError, match="'NoneType' object is not subscriptable"):
+        w["value_estimator"](w["batch"].clone())
+
+
+def test_user_env_example_wiring_passes_every_check():
+    example = ROOT / "sub-skills" / "objectives-and-training" / "assets" / "ppo_user_env_wiring.py"
+    import check_loss_wiring as clw
+
+    report = sr.Report(str(SCRIPTS / "check_loss_wiring.py"), json_mode=True)
+    clw.run_checks(clw.build_parser().parse_args(["--wiring", str(example)]), report)
+    statuses = {c.name.split(":", 1)[1]: c.status for c in report.checks}
+    assert set(statuses.values()) == {"pass"}, [(c.name, c.detail) for c in report.checks]
+    assert {"value-key", "log-prob-key", "forward", "value-estimator", "sync:actor_network",
+            "sync:critic_network"} <= set(statuses)
+
+
+def test_modules_key_names_match_the_loss():
+    import _loss_builders as B
+    import check_loss_wiring as clw
+
+    loss, _, _ = B.build("SACLoss")
+    assert clw.network_names(loss) == ["actor_network", "qvalue_network"]
+    with pytest.raises(sr.CheckFailed, match=r"use one of \['actor_network', 'qvalue_network'\]"):
+        clw.check_module_sync(loss, "critic", torch_linear())
+
+
+def torch_linear():
+    import torch
+
+    return torch.nn.Linear(1, 1)

@@ -3,11 +3,16 @@
 Parses each file with the standard `ast` module (no regex, nothing is executed) and
 reports, as FILE:LINE old -> new (versions): every torchrl/tensordict name imported or
 used that the installed version no longer has (with its replacement from
-api_changes.json, or where the same name lives now), the legacy "sample_log_prob" key,
-keyword arguments the installed signatures reject (plus known renamed keywords that
-hide behind **kwargs), and deprecated names (failures only with --strict). Folders are
-scanned recursively (*.py, *.ipynb). Exits 1 when it finds drift. With no PATH it scans
-a bundled example written against torchrl 0.14.1 (expected clean).
+api_changes.json, or where the same name lives now), every read/write of the legacy
+"sample_log_prob" string key (td["sample_log_prob"]), keyword arguments the installed
+signatures reject (plus known renamed keywords that hide behind **kwargs), and
+deprecated names (failures only with --strict). The legacy key passed as an explicit
+setting - log_prob_key="sample_log_prob" to an actor, or
+loss.set_keys(sample_log_prob="sample_log_prob") - is valid on 0.14.1 (a PPO loss built
+from that actor adopts the key) and is printed as a passing [key-note], never a failure,
+even with --strict. Folders are scanned recursively (*.py, *.ipynb). Exits 1 when it
+finds drift. With no PATH it scans a bundled example written against torchrl 0.14.1
+(expected clean).
 """
 
 from __future__ import annotations
@@ -32,6 +37,20 @@ EXAMPLE = (
 DEFAULT_EXAMPLE = Path(__file__).resolve().parents[1] / "assets" / "modern_example.py"
 ROOTS = ("torchrl", "tensordict")
 LEGACY_KEYS_FLAG = "set_composite_lp_aggregate"
+# Keywords that *configure* which log-prob key is written/read: a legacy key passed here is an
+# explicit, valid choice on 0.14.1 (reported as a note), not a stale hard-coded read.
+KEY_SETTING_KWARGS = {"log_prob_key": None, "sample_log_prob": "set_keys"}  # keyword -> required method name
+KEY_NOTE = {
+    "log_prob_key": (
+        "valid on torchrl 0.14.1: the actor writes this key and ClipPPOLoss/PPOLoss built from the same actor "
+        "adopt it (loss.tensor_keys.sample_log_prob == {old}); it breaks only where something reads {new} "
+        "instead: a hard-coded td[{new}], a loss built from another actor, or data stored with the default key"
+    ),
+    "sample_log_prob": (
+        "valid on torchrl 0.14.1: the loss reads {old}, right for data stored under that key (old data, or an actor "
+        "built with log_prob_key={old}); data from an actor with the default key holds {new} instead"
+    ),
+}
 # Where to look for a name that moved (searched in order, first hit wins).
 SEARCH_MODULES = (
     "torchrl.collectors", "torchrl.collectors.distributed", "torchrl.data", "torchrl.data.llm",
@@ -49,7 +68,7 @@ class Finding:
 
     path: str
     line: int
-    kind: str  # name | key | kwarg | deprecated
+    kind: str  # name | key | key-note | kwarg | deprecated | unverified | syntax
     old: str
     new: str | None
     versions: str
@@ -59,6 +78,8 @@ class Finding:
     def text(self) -> str:
         if self.kind == "unverified":
             return f"{self.path}:{self.line} [unverified] {self.old}: not checked ({self.note})"
+        if self.kind == "key-note":
+            return f"{self.path}:{self.line} [key-note] {self.old} ({self.note}; not a failure)"
         arrow = f"{self.old} -> {self.new}" if self.new else f"{self.old} (no replacement; remove it)"
         extra = f"; {self.note}" if self.note else ""
         return f"{self.path}:{self.line} [{self.kind}] {arrow} ({self.versions}){extra}"
@@ -123,6 +144,7 @@ class _Scanner(ast.NodeVisitor):
         self.findings: list[Finding] = []
         self.legacy_lp = False
         self._seen: set[tuple] = set()
+        self._setting_consts: set[int] = set()  # ids of Constant nodes passed as a key setting
         self.names_by_old = {r["old"]: r for r in table["names"]}
         self.names_by_tail: dict[str, list[dict]] = {}
         for r in table["names"]:
@@ -268,6 +290,8 @@ class _Scanner(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Constant(self, node: ast.Constant):
+        if id(node) in self._setting_consts:
+            return  # reported as a key-note by visit_Call
         for row in self.table["keys"]:
             if node.value == row["old"]:
                 self._add(Finding(self.path, node.lineno, "key", repr(row["old"]), repr(row["new"]),
@@ -280,6 +304,7 @@ class _Scanner(ast.NodeVisitor):
         if func and func.rsplit(".", 1)[-1] == LEGACY_KEYS_FLAG:
             if node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value is True:
                 self.legacy_lp = True
+        self._key_settings(node)
         kw_names = [k.arg for k in node.keywords if k.arg]
         target = func
         if target is None and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
@@ -290,6 +315,27 @@ class _Scanner(ast.NodeVisitor):
         if target and kw_names:
             self._check_kwargs(target, kw_names, node.lineno)
         self.generic_visit(node)
+
+    def _key_settings(self, node: ast.Call) -> None:
+        """Report a legacy key given as ``log_prob_key=`` or ``set_keys(sample_log_prob=)`` as a note.
+
+        Facts (torchrl 0.14.1, torchrl/objectives/ppo.py ``PPOLoss.__init__``): the loss calls
+        ``set_keys(sample_log_prob=actor.log_prob_keys[0])``, so a loss built from an actor
+        given ``log_prob_key="sample_log_prob"`` reads that key and trains.
+        """
+        method = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+        for kw in node.keywords:
+            if kw.arg not in KEY_SETTING_KWARGS or not isinstance(kw.value, ast.Constant):
+                continue
+            needs = KEY_SETTING_KWARGS[kw.arg]
+            if needs is not None and method != needs:
+                continue
+            for row in self.table["keys"]:
+                if kw.value.value == row["old"]:
+                    self._setting_consts.add(id(kw.value))
+                    self._add(Finding(self.path, getattr(kw, "lineno", node.lineno), "key-note", f"{kw.arg}={row['old']!r}", None,
+                                      at.version_phrase(row), "note",
+                                      KEY_NOTE[kw.arg].format(old=repr(row["old"]), new=repr(row["new"]))))
 
     def _check_kwargs(self, target: str, kws: list[str], line: int) -> None:
         try:
@@ -382,6 +428,12 @@ def scan_source(path: str, text: str, table: dict) -> tuple[list[Finding], dict]
     found = sc.findings
     if sc.legacy_lp:  # the file opts back into the legacy key
         found = [f for f in found if f.kind != "key"]
+    actor_lines = [f.line for f in found if f.kind == "key-note" and f.old.startswith("log_prob_key=")]
+    if actor_lines:  # a read stays a finding (the scanner cannot tell which actor filled the data)
+        for f in found:
+            if f.kind == "key":
+                f.note = (f"consistent only if this data comes from the actor given log_prob_key= on line "
+                          f"{actor_lines[0]}; robust: read td[loss.tensor_keys.sample_log_prob]")
     return sorted(found, key=lambda f: (f.line, f.kind)), {"refs": sc.n_refs, "calls": sc.n_calls}
 
 
@@ -423,7 +475,8 @@ def run_checks(args, report) -> None:
         return
     findings = state["findings"]
     errors = [f for f in findings if f.severity == "error"]
-    soft = [f for f in findings if f.severity != "error"]
+    notes = [f for f in findings if f.kind == "key-note"]
+    soft = [f for f in findings if f.severity != "error" and f.kind != "key-note"]
     for f in errors:
         report.run(f"drift:{f.kind}", _fail_with(f.text()))
     for f in soft:
@@ -431,6 +484,8 @@ def run_checks(args, report) -> None:
             report.run(f"drift:{f.kind}", _fail_with(f.text()))
         else:
             report.run(f"drift:{f.kind}", _skip_with(f.text() + ("" if f.kind == "unverified" else " (pass --strict to fail)")))
+    for f in notes:  # valid explicit key settings: informational, pass even with --strict
+        report.run("drift:key-note", lambda t=f.text(): t)
     bad = {f.path for f in findings if f.severity == "error"}
     clean = [p for p in state["scanned"] if p not in bad]
     report.run("drift:clean-files", lambda: f"{len(clean)}/{len(state['scanned'])} file(s) use no removed name, "

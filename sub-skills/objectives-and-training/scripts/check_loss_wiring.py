@@ -1,13 +1,20 @@
 """Diagnose how an actor, a critic and a torchrl loss are wired, before training on it.
 
 Given a Python file whose build_wiring() returns {"loss": LossModule, "batch": TensorDict,
-"modules": {"qvalue_network": user_module, ...}} (modules optional), it checks: the
-critic writes the loss's value key (else torchrl raises "value key 'state_value' not
-found in value network out_keys [...]"); the batch carries the log-prob key the loss
-reads (else "Couldn't find the log-prob action_log_prob in the input data."); a real
-forward pass gives finite losses; and each user module named in "modules" holds the
-weights the loss trains (SACLoss/IQL keep their own stacked copies, so a user's critic
-silently never changes). Each failure names the fix. Default: a bundled good example.
+"modules": {"qvalue_network": user_module, ...}, "value_estimator": GAE(...)} (modules
+and value_estimator optional; a list of such dicts also works), it checks: the critic
+writes the loss's value key (else torchrl raises "value key 'state_value' not found in
+value network out_keys [...]"); the batch carries the log-prob key the loss reads (else
+"Couldn't find the log-prob action_log_prob in the input data.") and that log-prob does
+not require grad (else "tensordict stored action_log_prob requires grad."); a real
+forward pass gives finite losses; a standalone value estimator's critic writes its value
+key (else "TypeError: 'NoneType' object is not subscriptable" from GAE); and each user
+module named in "modules" holds the weights the loss trains (SACLoss/IQL keep their own
+stacked copies, so a user's critic silently never changes). "modules" keys are network
+names N of the loss with a loss.N_params: actor_network, critic_network (PPO, A2C),
+qvalue_network (SAC, TD3, REDQ, CQL, IQL), value_network (DQN, DDPG, IQL). Each failure
+names the fix. Default: a bundled good example; a PPO-on-a-user-env example is
+assets/ppo_user_env_wiring.py.
 """
 
 from __future__ import annotations
@@ -108,7 +115,9 @@ def check_log_prob_key(loss, batch) -> str:
     want = getattr(tk, field)
     keys = [_fmt(k) for k in batch.keys(True, True)]
     if _fmt(want) in keys:
-        return f"batch holds '{_fmt(want)}' (tensor_keys.{field})"
+        if batch.get(want).requires_grad:
+            raise sr.CheckFailed(grad_message(_fmt(want), type(loss).__name__))
+        return f"batch holds '{_fmt(want)}' (tensor_keys.{field}), no grad"
     others = [k for k in keys if k.endswith("log_prob")]
     hint = (
         f"the batch names it {others[0]!r}; fix: batch.rename_key_({others[0]!r}, {_fmt(want)!r}) or "
@@ -119,16 +128,80 @@ def check_log_prob_key(loss, batch) -> str:
     raise sr.CheckFailed(f"Couldn't find the log-prob {_fmt(want)} in the input data. ({type(loss).__name__}); {hint}")
 
 
+def grad_message(key: str, loss_name: str) -> str:
+    """The torchrl 0.14.1 error for a stored log-prob that requires grad, plus its fix.
+
+    Source: torchrl/objectives/ppo.py raises ``RuntimeError: tensordict stored <key> requires grad.``
+    for the stored log-prob (PPOLoss._log_weight) and then for the stored action (_get_cur_log_prob).
+    """
+    return (
+        f"tensordict stored {key} requires grad. ({loss_name} raises this RuntimeError at forward): the batch was "
+        "rolled out with gradient tracking on; fix: collect under torch.no_grad() (with torch.no_grad(): "
+        "batch = env.rollout(...); a Collector already does this), or detach the stored batch: batch = batch.detach() "
+        "(detaching only the log-prob is not enough: the loss then raises the same error for the stored action)"
+    )
+
+
 def check_forward(loss, batch) -> str:
     """A real forward pass: every "loss*" entry finite."""
     import torch
 
-    out = loss(batch.clone())
+    try:
+        out = loss(batch.clone())
+    except RuntimeError as err:
+        if "requires grad." in str(err):
+            key = str(err).split("tensordict stored ", 1)[-1].split(" requires grad", 1)[0]
+            raise sr.CheckFailed(grad_message(key, type(loss).__name__)) from err
+        raise
     losses = {_fmt(k): out.get(k) for k in out.keys(True, True) if _fmt(k).startswith("loss")}
     sr.expect(bool(losses), f"forward returned no loss_* entries: {sorted(out.keys())}")
     bad = [k for k, v in losses.items() if not torch.isfinite(v).all()]
     sr.expect(not bad, f"non-finite losses {bad}")
     return f"forward: {', '.join(f'{k}={float(v.mean()):.3g}' for k, v in losses.items())}"
+
+
+def network_names(loss) -> list[str]:
+    """Names N accepted as "modules" keys: the loss has a ``loss.N_params`` TensorDict (not target copies)."""
+    from tensordict import TensorDictBase
+    from tensordict.nn import TensorDictParams
+
+    names = []
+    for attr in dir(loss):
+        if attr.endswith("_params") and not attr.startswith(("_", "target_")):
+            try:
+                value = getattr(loss, attr)
+            except Exception:  # noqa: BLE001 - a property that cannot build here
+                continue
+            if isinstance(value, (TensorDictBase, TensorDictParams)) and not value.is_empty():
+                names.append(attr[: -len("_params")])
+    return sorted(set(names))
+
+
+def check_estimator(estimator, batch) -> str:
+    """A standalone value estimator (GAE, TD0Estimator, TDLambdaEstimator, ...) must find its value key.
+
+    torchrl 0.14.1 (torchrl/objectives/value/advantages.py, _call_value_nets): when the value
+    network does not write ``estimator.tensor_keys.value`` (default "state_value"), GAE fails
+    with ``TypeError: 'NoneType' object is not subscriptable``. Then runs it on a copy of the batch.
+    """
+    import torch
+
+    net = getattr(estimator, "value_network", None)
+    want = estimator.tensor_keys.value
+    name = type(estimator).__name__
+    if net is not None:
+        outs = [_fmt(k) for k in net.out_keys]
+        if _fmt(want) not in outs:
+            raise sr.CheckFailed(
+                f"{name} reads value key '{_fmt(want)}' but its value_network writes {outs}; torchrl fails with "
+                f"TypeError: 'NoneType' object is not subscriptable (in _call_value_nets); fix: build the critic with "
+                f"out_keys=['{_fmt(want)}'], or {name.lower()}.set_keys(value={outs[-1]!r})"
+            )
+    with torch.no_grad():
+        out = estimator(batch.clone())
+    adv = out.get(estimator.tensor_keys.advantage)
+    sr.expect(torch.isfinite(adv).all(), f"{name} produced non-finite advantages")
+    return f"{name} reads value key '{_fmt(want)}' from its value network; advantage {list(adv.shape)} finite"
 
 
 def check_module_sync(loss, name: str, module) -> str:
@@ -143,7 +216,9 @@ def check_module_sync(loss, name: str, module) -> str:
 
     params = getattr(loss, f"{name}_params", None)
     if params is None:
-        raise sr.CheckFailed(f"loss has no {name}_params; names: {[n for n, _ in loss.named_children()]}")
+        raise sr.CheckFailed(
+            f'"modules" key {name!r}: {type(loss).__name__} has no {name}_params; use one of {network_names(loss)}'
+        )
     stacked = params.batch_dims > 0
     ref = params[0] if stacked else params
     mine = TensorDict.from_module(module)
@@ -174,6 +249,8 @@ def run_checks(args, report: sr.Report) -> None:
             report.run(f"{tag}:value-key", lambda l=loss: check_value_key(l))
             report.run(f"{tag}:log-prob-key", lambda l=loss, b=batch: check_log_prob_key(l, b))
             report.run(f"{tag}:forward", lambda l=loss, b=batch: check_forward(l, b))
+            if item.get("value_estimator") is not None:
+                report.run(f"{tag}:value-estimator", lambda e=item["value_estimator"], b=batch: check_estimator(e, b))
             for name, module in (item.get("modules") or {}).items():
                 report.run(f"{tag}:sync:{name}", lambda l=loss, n=name, m=module: check_module_sync(l, n, m))
 
