@@ -56,6 +56,8 @@ BROKEN = [
     ("unbatched_step", "env:batched-input", "batched-tensordict-to-unbatched-env"),
     ("no_main_guard", "target:static-main-guard", "missing-main-guard"),
     ("gym_wrapper_next_step", "target:build", "gym-vector-next-step-autoreset"),
+    ("time_limit_terminated", "env:time-limit-as-truncation", "time-limit-as-terminated"),
+    ("global_rng_reseed", "env:seed-global-rng", "env-reseeds-global-rng"),
 ]
 
 
@@ -77,7 +79,7 @@ def test_checker_check_env_specs_errors_are_mapped():
         assert status == "fail" and f"[{cause}]" in detail, (name, detail)
 
 
-@pytest.mark.parametrize("target", [None, "good_env", "gym_wrapper_same_step"])
+@pytest.mark.parametrize("target", [None, "good_env", "gym_wrapper_same_step", "random_terminal", "newcomer_reach_fixed"])
 def test_checker_passes_correct_envs(target):
     args = [] if target is None else [fixture(target)]
     code, report = run_checker(*args)
@@ -169,3 +171,128 @@ def test_gym_num_envs_next_step_junk_transition():
         assert (reward[~done.roll(1, -1) & ~done] == 1).all()
     finally:
         env.close()
+
+
+ORDER = [
+    "target:static-main-guard", "target:build", "env:root-spec-shapes", "env:gym-vector-autoreset",
+    "env:reset-output", "env:check_env_specs", "env:rollout-next-keys-in-spec", "env:batched-input",
+    "env:seed-reproducible", "env:seed-global-rng", "env:time-limit-as-truncation", "env:transforms",
+]
+
+
+def test_newcomer_original_env_names_root_cause_first():
+    """Real report (newcomer): reward from _reset, a 50-step limit as terminated, torch.manual_seed
+    in _set_seed. The first failure names reward-from-reset; checks that trip over it say so
+    instead of blaming missing keys; the two independent faults get their own causes."""
+    code, report = run_checker(fixture("newcomer_reach_original"))
+    assert code == 1
+    assert [c["name"] for c in report["checks"]] == ORDER
+    fails = [c for c in report["checks"] if c["status"] == "fail"]
+    assert fails[0]["name"] == "env:reset-output" and fails[0]["detail"].startswith("[reward-emitted-from-reset]")
+    st = statuses(report)
+    assert st["env:check_env_specs"][0] == "fail" and "[reward-emitted-from-reset]" in st["env:check_env_specs"][1]
+    for c in fails:
+        assert "[key-missing-under-next]" not in c["detail"], c
+        assert "none of the spec'd" not in c["detail"], c
+    assert st["env:seed-reproducible"][0] == "pass", st["env:seed-reproducible"]
+    assert st["env:seed-global-rng"][0] == "fail" and "torch.Generator" in st["env:seed-global-rng"][1]
+    status, detail = st["env:time-limit-as-truncation"]
+    assert status == "fail" and "[time-limit-as-terminated]" in detail and "exactly step 50" in detail
+
+
+def test_keys_mismatch_read_from_the_printed_sets():
+    """check_env_specs prints both key lists (one may be set()); each real text maps to its own cause."""
+    import torch
+    from torchrl.envs.utils import check_env_specs
+
+    sys.path.insert(0, str(FIXTURES))
+    from _envs_fixture_base import SixFeatureEnv
+
+    class ExtraKeyInStep(SixFeatureEnv):
+        def _step(self, tensordict):
+            out = super()._step(tensordict)
+            out["extra"] = torch.zeros(1)
+            return out
+
+    envs = [
+        (ExtraKeyInStep(), "key-not-in-spec"),
+        # reward (and done, terminated) from _reset: this text, not "The reward key was present"
+        (checker.load_factory(fixture("newcomer_reach_original"))(), "reward-emitted-from-reset"),
+        (checker.load_factory(fixture("missing_next_key"))(), "key-missing-under-next"),
+    ]
+    for env, cause in envs:
+        with pytest.raises(AssertionError) as info:
+            check_env_specs(env, seed=0)
+        text = f"AssertionError: {info.value}"
+        assert "The keys of the specs and data do not match" in text
+        assert "List of keys present in fake but not in real" in text  # printed every time
+        assert checker.diagnose(text).startswith(f"[{cause}]"), (cause, text)
+
+
+def test_relabel_under_root_cause():
+    """Once reset output shows the root cause, a later check's failure is reported under it."""
+    import skill_report as sr
+
+    raw = "check_env_specs(env, seed=0) raised AssertionError: boom -> [key-missing-under-next] cause: x; fix: y"
+    out = checker.relabel(raw, "reward-emitted-from-reset", "env:reset-output")
+    assert out.startswith("[reward-emitted-from-reset]") and "[key-missing-under-next]" not in out and "boom" in out
+    own = "two rollouts after env.set_seed(0) differ"
+    assert checker.relabel(own, "reward-emitted-from-reset", "env:reset-output") == own
+
+    def failing():
+        raise sr.CheckFailed(raw)
+
+    with pytest.raises(sr.CheckFailed) as info:
+        checker.mapped(failing, {"id": "reward-emitted-from-reset", "by": "env:reset-output"})()
+    assert str(info.value).startswith("[reward-emitted-from-reset]")
+    with pytest.raises(sr.CheckFailed) as info:
+        checker.mapped(failing)()
+    assert str(info.value) == raw
+
+
+def test_time_limit_rule_spares_real_end_states():
+    f = checker.fixed_terminal_length
+    assert f([(50, True, False)] * 2) == 50
+    assert f([(50, True, False), (7, True, False), (50, True, False)]) == 50  # a goal reached once
+    assert f([(1, True, False)] * 10) is None  # one-step (bandit) task
+    assert f([(50, True, False)]) is None  # one episode proves nothing
+    assert f([(30, True, False)] * 2 + [(12, True, False), (9, True, False), (20, True, False)]) is None
+    assert f([(50, False, True)] * 4) is None  # the limit already is a truncation
+    assert f([(13, True, False), (40, True, False), (22, True, False), (40, True, False), (5, True, False)]) is None
+
+
+def test_time_limit_with_and_without_step_counter():
+    """StepCounter(max_steps=N) on a never-ending env writes truncated: passes. The same
+    step limit written to terminated fails even under a StepCounter."""
+    import skill_report as sr
+    from torchrl.envs import StepCounter, TransformedEnv
+
+    good = TransformedEnv(checker.load_factory(fixture("good_env"))(), StepCounter(max_steps=20))
+    detail = checker.check_time_limit(good, 100)
+    assert "truncated key present" in detail
+    bad = TransformedEnv(checker.load_factory(fixture("time_limit_terminated"))(), StepCounter(max_steps=20))
+    with pytest.raises(sr.CheckFailed) as info:
+        checker.check_time_limit(bad, 100)
+    assert "[time-limit-as-terminated]" in str(info.value) and "StepCounter(max_steps=N)" in str(info.value)
+    assert "yet terminated is set at the limit too" in str(info.value)
+
+
+def test_global_rng_probe_restores_state():
+    import torch
+
+    env = checker.load_factory(fixture("global_rng_reseed"))()
+    torch.manual_seed(123)
+    state = torch.get_rng_state()
+    assert checker.global_rng_after_set_seed(env, 7) == (True, True, True)
+    assert torch.equal(torch.get_rng_state(), state)
+    good = checker.load_factory(fixture("good_env"))()
+    assert checker.global_rng_after_set_seed(good, 7) == (False, False, False)
+
+
+def test_rollout_detail_explains_break_when_any_done():
+    """--steps 60 with StepCounter(max_steps=50): batch [60] is explained, done at index 49."""
+    code, report = run_checker(fixture("newcomer_reach_fixed"), "--steps", "60")
+    assert code == 0
+    status, detail = statuses(report)["env:rollout-next-keys-in-spec"]
+    assert status == "pass" and "rollout batch [60]" in detail
+    assert "break_when_any_done=False" in detail and "49" in detail and "break_when_any_done=True" in detail

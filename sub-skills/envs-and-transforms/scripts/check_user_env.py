@@ -7,8 +7,12 @@ Checks: a static scan of the factory's file for worker processes started at impo
 (missing `if __name__ == "__main__":` guard); building the env; root Composite specs
 shaped by env.batch_size; gymnasium vector envs in NEXT_STEP autoreset mode; what reset
 returns; check_env_specs; a short rollout whose ("next", key) entries are compared with
-the specs; a batched tensordict sent to the env; same seed -> same rollout; and, with
+the specs; a batched tensordict sent to the env; same seed -> same rollout; whether
+env.set_seed re-seeds torch's global RNG; whether `terminated` fires at one fixed step
+count in every episode (a time limit that must be `truncated`); and, with
 --expect-transform, that the named transforms are attached. Exit 1 with the diagnosis.
+Once a root cause is found in the reset output, later failures that follow from it are
+reported under that root cause, not as separate faults.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -75,6 +80,11 @@ CAUSES = {
         "return every observation, reward and done key from _step (EnvBase.step nests them "
         "under 'next'), or remove the key from the spec",
     ),
+    "key-not-in-spec": (
+        ["keys_in_real_not_in_fake={"],
+        "_reset or _step returns a key that no spec declares",
+        "declare it (observation_spec / state_spec, or the reward/done specs) or stop returning it",
+    ),
     "value-outside-spec": (
         [
             "The dtypes of the real and fake tensordict don't match",
@@ -110,11 +120,86 @@ CAUSES = {
         "use SerialEnv(N, functools.partial(GymEnv, ID)) (or ParallelEnv), or GymWrapper(gymnasium.make_vec(ID, "
         "num_envs=N, vector_kwargs={'autoreset_mode': gymnasium.vector.AutoresetMode.SAME_STEP}))",
     ),
+    "env-reseeds-global-rng": (
+        [],
+        "env.set_seed(s) puts torch's global RNG into a state fixed by s (torch.manual_seed in "
+        "_set_seed): every env.set_seed call silently restarts the policy's action sampling, "
+        "exploration noise, dropout and replay-buffer sampling, and seeding N env copies with "
+        "s, s+1, ... leaves the global RNG seeded by whichever copy ran last",
+        "give the env its own generator: self.rng = torch.Generator() in __init__, "
+        "self.rng.manual_seed(seed) in _set_seed, and torch.rand(..., generator=self.rng) "
+        "(numpy: self.np_rng = numpy.random.default_rng(seed)); seed the global RNG once, "
+        "in the training script, with torch.manual_seed",
+    ),
+    "time-limit-as-terminated": (
+        [],
+        "the env sets terminated when a step budget runs out: value estimators (GAE, TD(lambda), "
+        "DQN/SAC targets) bootstrap from the next value on truncated but treat terminated as "
+        "a true end (value 0), so every time-limit cut is learned as a terminal state",
+        "write the time limit to truncated, not terminated: wrap the env with "
+        "TransformedEnv(env, StepCounter(max_steps=N)) (it writes truncated and done), or "
+        "declare a truncated entry in done_spec (Composite(done=..., terminated=..., "
+        "truncated=...)) and return truncated=True, terminated=False at the limit; "
+        "terminated stays for real end states only (correct only if the step count is part "
+        "of the observation and the horizon part of the task)",
+    ),
 }
+
+_KEYS_MISMATCH = "The keys of the specs and data do not match"
+
+
+def _key_set(text: str, name: str) -> set | None:
+    """The set printed as ``name=...`` by check_env_specs' keys mismatch, or None."""
+    match = re.search(rf"{name}=(set\(\)|\{{.*?\}})", text)
+    if not match:
+        return None
+    if match.group(1) == "set()":
+        return set()
+    try:
+        return set(ast.literal_eval(match.group(1)))
+    except (ValueError, SyntaxError):
+        return None
+
+
+def _diagnose_keys_mismatch(error_text: str) -> str | None:
+    """check_env_specs prints both lists (one may be ``set()``); read them, not the labels.
+    A root (not under "next") reward key only in the real rollout means _reset emits it."""
+    extra = _key_set(error_text, "keys_in_real_not_in_fake")
+    missing = _key_set(error_text, "keys_in_fake_not_in_real")
+    if extra is None or missing is None:
+        return None
+
+    def name(k):
+        return k[-1] if isinstance(k, tuple) else k
+
+    def under_next(k):
+        return isinstance(k, tuple) and k[0] == "next"
+
+    root_rewards = sorted(str(k) for k in extra if not under_next(k) and "reward" in str(name(k)))
+    if root_rewards:
+        cause = "reward-emitted-from-reset"
+        observed = f"keys in the real rollout but not in the specs: {sorted(map(str, extra))} (root, i.e. from reset)"
+    elif missing:
+        cause = "key-missing-under-next"
+        observed = f"spec keys absent from the real rollout: {sorted(map(str, missing))}"
+    elif extra:
+        cause = "key-not-in-spec"
+        observed = f"keys in the real rollout that no spec declares: {sorted(map(str, extra))}"
+    else:
+        return None
+    texts, why, fix = CAUSES[cause]
+    return f"[{cause}] cause: {why}; fix: {fix}; resolves: '{_KEYS_MISMATCH}' ({observed})"
 
 
 def diagnose(error_text: str) -> str | None:
-    """Return ``"cause: ...; fix: ...; resolves: '...'"`` for a known error text, else None."""
+    """Return ``"cause: ...; fix: ...; resolves: '...'"`` for a known error text, else None.
+
+    check_env_specs' keys mismatch (torchrl/envs/utils.py, 0.14.1) is read from the two
+    key sets it prints, so a reward returned by _reset is not reported as a missing key."""
+    if _KEYS_MISMATCH in error_text:
+        found = _diagnose_keys_mismatch(error_text)
+        if found:
+            return found
     for cause_id, (texts, cause, fix) in CAUSES.items():
         for text in texts:
             if text in error_text:
@@ -145,6 +230,14 @@ def build_parser():
         help="module:factory or path/to/file.py:factory (default: the bundled example env)",
     )
     parser.add_argument("--steps", type=sr.int_at_least(1), default=5, help="rollout length (default: 5)")
+    parser.add_argument(
+        "--time-limit-steps",
+        type=sr.int_at_least(4),
+        default=300,
+        metavar="N",
+        help="rollout length of the time-limit check; it needs two whole episodes, so give more "
+        "than twice the env's step limit (default: 300)",
+    )
     parser.add_argument(
         "--expect-transform",
         action="append",
@@ -362,7 +455,47 @@ def check_rollout(env, steps: int) -> str:
     if bad_rollout:
         raise sr.CheckFailed(_diagnosis("value-outside-spec", f"rollout values outside the spec for {bad_rollout}"))
     sr.expect(td.batch_size == torch.Size([*env.batch_size, steps]), f"rollout batch {list(td.batch_size)}")
-    return f"rollout batch {list(td.batch_size)}: {n} spec keys present under 'next', dtype/shape/bounds in spec"
+    return (
+        f"rollout batch {list(td.batch_size)}: {n} spec keys present under 'next', dtype/shape/bounds in spec; "
+        f"{_done_note(env, td, steps)}"
+    )
+
+
+def _done_steps(env, td):
+    """Rollout step indices (time dim = last batch dim of ``td``) where any done key of the
+    env is True under "next", and how many done events that makes over the batch."""
+    import torch
+
+    have = set(td.keys(True, True))
+    flags = None
+    for key in env.done_keys:
+        nkey = ("next", *key) if isinstance(key, tuple) else ("next", key)
+        if nkey not in have:
+            continue
+        value = td.get(nkey)
+        value = value.reshape(*td.batch_size, -1).any(-1)
+        flags = value if flags is None else flags | value
+    if flags is None:
+        return [], 0
+    per_step = flags.reshape(-1, td.batch_size[-1]).any(0)
+    return torch.nonzero(per_step).flatten().tolist(), int(flags.sum())
+
+
+def _done_note(env, td, steps: int) -> str:
+    """Say what env.rollout(steps, break_when_any_done=False) did at each done, so that a
+    time limit (e.g. StepCounter(max_steps=50)) with --steps 60 does not look ignored."""
+    at, count = _done_steps(env, td)
+    how = (
+        f"env.rollout({steps}, break_when_any_done=False) resets every finished episode and keeps going, "
+        f"so the batch is {steps} steps long whatever the time limit"
+    )
+    if not count:
+        return f"{how}; no done flag was set in these {steps} steps"
+    shown = ", ".join(map(str, at[:6])) + (", ..." if len(at) > 6 else "")
+    return (
+        f"{how}; done was set {count} time(s), at step index(es) {shown} (each followed by a reset); "
+        "the default break_when_any_done=True would have stopped at the first one"
+    )
 
 
 def _in_spec(env, key, value) -> bool:
@@ -416,7 +549,8 @@ def _rollout_signature(env, seed: int, steps: int):
     td = env.rollout(steps, break_when_any_done=False)
     specs = list(env.full_observation_spec.keys(True, True)) + list(env.reward_keys) + list(env.done_keys)
     keys = [("next", *k) if isinstance(k, tuple) else ("next", k) for k in specs]
-    present = [td.get(k).float() for k in keys if k in td.keys(True, True)]
+    have = set(td.keys(True, True))  # a LazyStackedTensorDict's keys view misses nested keys on `in`
+    present = [td.get(k).float() for k in keys if k in have]
     sr.expect(bool(present), "the rollout holds none of the spec'd observation, reward or done keys under 'next'")
     return present
 
@@ -439,6 +573,141 @@ def check_seed(env, steps: int) -> str:
         "seeds 0 and 1 give identical observations (deterministic env, or _set_seed ignores the seed)"
     )
     return f"set_seed(0) twice -> identical rollouts; {note}"
+
+
+def global_rng_after_set_seed(env, seed: int = 7):
+    """Call ``env.set_seed(seed)`` from two different states of torch's global RNG and return
+    ``(reseeded, equals_manual_seed, changed)``: ``reseeded`` when the global state after the
+    call is the same both times (set_seed fixed it, whatever it was before);
+    ``equals_manual_seed`` when that state is the one torch.manual_seed(seed) gives;
+    ``changed`` when set_seed moved the global state at all. The caller's global RNG state is
+    restored. EnvBase.set_seed (torchrl/envs/common.py, 0.14.1) only calls _set_seed(seed)."""
+    import torch
+
+    saved = torch.get_rng_state()
+    try:
+        afters, changed = [], False
+        for prior in (1234, 98765):
+            torch.manual_seed(prior)
+            torch.rand(3)
+            before = torch.get_rng_state()
+            env.set_seed(seed)
+            after = torch.get_rng_state()
+            changed |= not torch.equal(before, after)
+            afters.append(after)
+        torch.manual_seed(seed)
+        reference = torch.get_rng_state()
+        reseeded = torch.equal(afters[0], afters[1])
+        return reseeded, reseeded and torch.equal(afters[0], reference), changed
+    finally:
+        torch.set_rng_state(saved)
+
+
+def check_global_rng(env) -> str:
+    seed = 7
+    reseeded, equals_manual, changed = global_rng_after_set_seed(env, seed)
+    if reseeded:
+        how = (
+            f"after env.set_seed({seed}) torch's global RNG is in exactly the state torch.manual_seed({seed}) gives"
+            if equals_manual
+            else f"after env.set_seed({seed}) torch's global RNG is in the same state whatever it was before "
+            "(re-seeded with a value derived from the seed)"
+        )
+        raise sr.CheckFailed(_diagnosis("env-reseeds-global-rng", how))
+    if changed:
+        return (
+            f"env.set_seed({seed}) draws from torch's global RNG but does not re-seed it (state after the call "
+            "depends on the state before); the env's randomness follows torch.manual_seed"
+        )
+    return f"env.set_seed({seed}) leaves torch's global RNG untouched (the env seeds only its own RNGs)"
+
+
+def episodes_from_rollout(env, td) -> list[tuple[int, bool, bool]]:
+    """Whole episodes of a rollout made with break_when_any_done=False, as
+    ``(length, terminated, truncated)`` read at the step where done was set, for every
+    batch element (batch dims flattened); the unfinished tail is left out. Reads the root
+    ("next", "done"/"terminated"/"truncated") entries; [] when the env has no root done."""
+    have = set(td.keys(True, True))
+    if ("next", "done") not in have:
+        return []
+    t = td.batch_size[-1]
+
+    def flag(name):
+        if ("next", name) not in have:
+            return None
+        return td.get(("next", name)).reshape(*td.batch_size, -1).any(-1).reshape(-1, t).tolist()
+
+    done, term, trunc = flag("done"), flag("terminated"), flag("truncated")
+    episodes = []
+    for i, row in enumerate(done):
+        length = 0
+        for step, is_done in enumerate(row):
+            length += 1
+            if is_done:
+                episodes.append(
+                    (length, bool(term[i][step]) if term else False, bool(trunc[i][step]) if trunc else False)
+                )
+                length = 0
+    return episodes
+
+
+def fixed_terminal_length(episodes: list[tuple[int, bool, bool]]) -> int | None:
+    """The step count L at which ``terminated`` ends episodes like a time limit, else None.
+
+    Flagged only when it is near certain: at least 2 episodes end with terminated at exactly
+    L >= 2 steps, no episode is longer than L (a cap), and those episodes are at least half
+    of all whole episodes. Real end states reached by random actions from random starts
+    spread over many lengths, so they do not pass this; a 1-step (bandit) task is left
+    alone."""
+    if not episodes:
+        return None
+    longest = max(length for length, _, _ in episodes)
+    at_cap = sum(1 for length, term, _ in episodes if length == longest and term)
+    if longest >= 2 and at_cap >= 2 and 2 * at_cap >= len(episodes):
+        return longest
+    return None
+
+
+def check_time_limit(env, steps: int) -> str:
+    """Roll out ``steps`` random steps and fail when terminated acts as a step limit."""
+    import torch
+
+    torch.manual_seed(0)
+    env.set_seed(0)
+    td = env.rollout(steps, break_when_any_done=False)
+    episodes = episodes_from_rollout(env, td)
+    has_truncated = any((k[-1] if isinstance(k, tuple) else k) == "truncated" for k in env.done_keys)
+    limit = fixed_terminal_length(episodes)
+    lengths = sorted({length for length, _, _ in episodes})
+    if limit is not None:
+        n_at = sum(1 for length, term, _ in episodes if length == limit and term)
+        trunc_note = (
+            "the env has a truncated key, yet terminated is set at the limit too"
+            if has_truncated
+            else "the env has no truncated key"
+        )
+        raise sr.CheckFailed(
+            _diagnosis(
+                "time-limit-as-terminated",
+                f"in env.rollout({steps}, break_when_any_done=False) with random actions, {n_at} of "
+                f"{len(episodes)} whole episodes ended with terminated=True at exactly step {limit} and none "
+                f"ran longer; {trunc_note}",
+            )
+        )
+    if len(episodes) < 2:
+        if has_truncated:
+            return (
+                f"env declares truncated; {len(episodes)} whole episode(s) in {steps} random steps, too few to "
+                "test terminated for a fixed step count"
+            )
+        raise sr.CheckSkipped(
+            f"only {len(episodes)} whole episode(s) in {steps} random steps, no truncated key: cannot tell whether "
+            "terminated is a time limit; pass --time-limit-steps N with N over twice the episode limit"
+        )
+    return (
+        f"{len(episodes)} whole episodes in {steps} random steps, lengths {lengths[:8]}{' ...' if len(lengths) > 8 else ''}: "
+        f"terminated does not fire at one fixed step count; truncated key {'present' if has_truncated else 'absent'}"
+    )
 
 
 def transform_names(env) -> list[str]:
@@ -475,16 +744,47 @@ def check_transforms(env, expected: list[str]) -> str:
     return f"transforms attached in order: {names}"
 
 
-def mapped(fn):
-    """Wrap a check so that an unexpected exception is reported with its named cause."""
+ROOT_CAUSES = ("reward-emitted-from-reset", "done-true-after-reset")
 
-    def wrapper():
+
+def relabel(detail: str, root: str, found_by: str) -> str:
+    """Report a failure under the root cause ``root`` found earlier by check ``found_by``
+    when it names another cause (or none): the fault it saw follows from the root cause."""
+    if f"[{root}]" in detail:
+        return detail
+    tags = re.findall(r"\[([a-z0-9-]+)\]", detail)
+    if not tags and "(no known cause" not in detail:
+        return detail  # the check's own diagnosis, unrelated to the reset output
+    seen = detail.split(" -> [", 1)[0]
+    if seen.startswith("["):
+        seen = detail.split("observed: ", 1)[-1]
+    texts, cause, fix = CAUSES[root]
+    return (
+        f"[{root}] follows from the root cause found by {found_by}; cause: {cause}; fix: {fix}; "
+        f"then rerun this check. It saw: {seen.replace(' (no known cause; read the traceback of this call)', '')}"
+    )
+
+
+def mapped(fn, root: dict | None = None):
+    """Wrap a check so that an unexpected exception is reported with its named cause, and,
+    when ``root`` holds a root cause (``{"id": ..., "by": check name}``), so that a failure
+    is reported under it instead of as a separate fault."""
+
+    def call():
         try:
             return fn()
         except (sr.CheckFailed, sr.CheckSkipped, sr.BackendMissing):
             raise
         except Exception as err:
             raise _fail_from(err, "the check") from None
+
+    def wrapper():
+        try:
+            return call()
+        except sr.CheckFailed as err:
+            if root and root.get("id"):
+                raise sr.CheckFailed(relabel(str(err), root["id"], root["by"])) from None
+            raise
 
     return wrapper
 
@@ -502,6 +802,8 @@ def run_checks(args, report: sr.Report) -> None:
         "env:rollout-next-keys-in-spec",
         "env:batched-input",
         "env:seed-reproducible",
+        "env:seed-global-rng",
+        "env:time-limit-as-truncation",
         "env:transforms",
     ]
     if static.status == "fail":
@@ -534,11 +836,19 @@ def run_checks(args, report: sr.Report) -> None:
     try:
         report.run("env:root-spec-shapes", mapped(lambda: check_root_shapes(env)))
         report.run("env:gym-vector-autoreset", mapped(lambda: check_gym_autoreset(env)))
-        report.run("env:reset-output", mapped(lambda: check_reset(env)))
-        report.run("env:check_env_specs", mapped(lambda: check_specs(env)))
-        report.run("env:rollout-next-keys-in-spec", mapped(lambda: check_rollout(env, args.steps)))
-        report.run("env:batched-input", mapped(lambda: check_batched_input(env)))
-        report.run("env:seed-reproducible", mapped(lambda: check_seed(env, args.steps)))
+        reset = report.run("env:reset-output", mapped(lambda: check_reset(env)))
+        root: dict = {}
+        for cause_id in ROOT_CAUSES:
+            if reset.status == "fail" and f"[{cause_id}]" in reset.detail:
+                root.update(id=cause_id, by="env:reset-output")
+        # these checks reset and roll out the env: a root cause in the reset output explains
+        # their failures; the RNG and time-limit checks look at independent faults.
+        report.run("env:check_env_specs", mapped(lambda: check_specs(env), root))
+        report.run("env:rollout-next-keys-in-spec", mapped(lambda: check_rollout(env, args.steps), root))
+        report.run("env:batched-input", mapped(lambda: check_batched_input(env), root))
+        report.run("env:seed-reproducible", mapped(lambda: check_seed(env, args.steps), root))
+        report.run("env:seed-global-rng", mapped(lambda: check_global_rng(env)))
+        report.run("env:time-limit-as-truncation", mapped(lambda: check_time_limit(env, args.time_limit_steps)))
         report.run("env:transforms", mapped(lambda: check_transforms(env, args.expect_transform)))
     finally:
         try:
