@@ -13,8 +13,8 @@ module named in "modules" holds the weights the loss trains (SACLoss/IQL keep th
 stacked copies, so a user's critic silently never changes). "modules" keys are network
 names N of the loss with a loss.N_params: actor_network, critic_network (PPO, A2C),
 qvalue_network (SAC, TD3, REDQ, CQL, IQL), value_network (DQN, DDPG, IQL). Each failure
-names the fix. Default: a bundled good example; a PPO-on-a-user-env example is
-assets/ppo_user_env_wiring.py.
+names the fix. Default: the built-in known-good PPO and SAC wirings (default_wiring());
+a PPO-on-a-user-env example file is assets/ppo_user_env_wiring.py.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def build_parser():
     parser.add_argument(
         "--wiring",
         metavar="FILE.py",
-        help="file defining build_wiring() -> dict(loss=, batch=, modules=); default: bundled good PPO+SAC example",
+        help="file defining build_wiring() -> dict(loss=, batch=, modules=); default: the built-in known-good PPO and SAC wirings (default_wiring() in this script)",
     )
     return parser
 
