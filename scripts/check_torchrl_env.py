@@ -10,6 +10,7 @@ the command that installs it. Nothing is downloaded and no optional backend is i
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.metadata
 import importlib.util
@@ -63,14 +64,16 @@ def build_parser():
     return parser
 
 
-def torchrl_requirements() -> list:
+@functools.lru_cache(maxsize=None)
+def torchrl_requirements() -> tuple:
     """torchrl's declared requirements as ``packaging.requirements.Requirement`` objects.
 
-    Read from ``importlib.metadata.requires("torchrl")`` (the installed wheel's METADATA).
+    Read once from ``importlib.metadata.requires("torchrl")`` (the installed wheel's
+    METADATA); parsing ~110 requirement strings per backend probe cost ~0.2 s.
     """
     from packaging.requirements import Requirement
 
-    return [Requirement(r) for r in importlib.metadata.requires("torchrl") or []]
+    return tuple(Requirement(r) for r in importlib.metadata.requires("torchrl") or [])
 
 
 def install_hint(dist: str) -> str:
