@@ -125,26 +125,16 @@ def run_checks(args, report) -> None:
     for dist in ("torchrl", "tensordict", "torch"):
         report.run(f"provenance:{dist}", lambda d=dist: compare_version(d, versions.get(d), str(state["claim"][d])))
     if not args.checkout:
-        report.run("provenance:checkout", _skip("not asked for (pass --checkout PATH of a pytorch/rl clone)"))
+        report.add("provenance:checkout", "skip", "not asked for (pass --checkout PATH of a pytorch/rl clone)")
         return
     checkout = Path(args.checkout).expanduser()
     if not checkout.is_dir():
-        report.run("provenance:checkout", _fail(f"--checkout {args.checkout} is not a folder"))
+        report.add("provenance:checkout", "fail", f"--checkout {args.checkout} is not a folder")
         return
     for name, detail, ok in compare_checkout(checkout, state["claim"], versions.get("torchrl")):
-        report.run(name, (lambda d=detail: d) if ok else _fail(detail))
+        report.add(name, "pass" if ok else "fail", detail)
 
 
-def _skip(msg):
-    def fn():
-        raise sr.CheckSkipped(msg)
-    return fn
-
-
-def _fail(msg):
-    def fn():
-        raise sr.CheckFailed(msg)
-    return fn
 
 
 def main(argv=None):

@@ -478,30 +478,20 @@ def run_checks(args, report) -> None:
     notes = [f for f in findings if f.kind == "key-note"]
     soft = [f for f in findings if f.severity != "error" and f.kind != "key-note"]
     for f in errors:
-        report.run(f"drift:{f.kind}", _fail_with(f.text()))
+        report.add(f"drift:{f.kind}", "fail", f.text())
     for f in soft:
         if args.strict and f.kind != "unverified":
-            report.run(f"drift:{f.kind}", _fail_with(f.text()))
+            report.add(f"drift:{f.kind}", "fail", f.text())
         else:
-            report.run(f"drift:{f.kind}", _skip_with(f.text() + ("" if f.kind == "unverified" else " (pass --strict to fail)")))
+            report.add(f"drift:{f.kind}", "skip", f.text() + ("" if f.kind == "unverified" else " (pass --strict to fail)"))
     for f in notes:  # valid explicit key settings: informational, pass even with --strict
-        report.run("drift:key-note", lambda t=f.text(): t)
+        report.add("drift:key-note", "pass", f.text())
     bad = {f.path for f in findings if f.severity == "error"}
     clean = [p for p in state["scanned"] if p not in bad]
     report.run("drift:clean-files", lambda: f"{len(clean)}/{len(state['scanned'])} file(s) use no removed name, "
                "legacy key or rejected keyword" + (f": {', '.join(Path(c).name for c in clean[:5])}" if clean else ""))
 
 
-def _fail_with(msg):
-    def fn():
-        raise sr.CheckFailed(msg)
-    return fn
-
-
-def _skip_with(msg):
-    def fn():
-        raise sr.CheckSkipped(msg)
-    return fn
 
 
 def main(argv=None):
