@@ -1,4 +1,4 @@
-"""Measure the bundle's time budgets (BUNDLE_CONTRACT.md s5) side by side in one run.
+"""Measure the bundle's time budgets (CONTRIBUTING.md, "Budgets") side by side in one run.
 
 Times a bare `python -c "import torchrl"`, then every check script alone and the
 all-checks runner, each as a fresh process, and prints each one's median wall time, its

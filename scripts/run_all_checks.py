@@ -59,20 +59,19 @@ def run_script(path: Path, into: sr.Report) -> None:
     sub = sr.Report(str(path), json_mode=True, versions=into.versions)
     start = time.perf_counter()
     try:
-        with sub._quiet_stdout():
+        with sub.quiet_stdout():
             module = load_script(path)
             args = module.build_parser().parse_args([])
             module.run_checks(args, sub)
     except sr.CannotRun:
         sub.add("cannot-run", "fail", "the script refused to run (see the line on stderr)")
     except Exception as err:  # a broken script is that script's failure, not the runner's
-        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-        sub.add("script-error", "fail", f"{type(err).__name__}: {first}", time.perf_counter() - start)
+        sub.add("script-error", "fail", sr.first_line(err), time.perf_counter() - start)
     before = len(into.checks)
     into.extend(sub, prefix)
     if not into.json_mode:
         for row in into.checks[before:]:
-            sr._print_row(row)
+            sr.print_row(row)
 
 
 def run_checks(args, report: sr.Report) -> None:

@@ -1,28 +1,38 @@
-"""Shared reporting helper for every torchrl-skill check script.
+"""Shared reporting helper for every torchrl-skill check script (CONTRIBUTING.md, "Scripts").
 
-One job: give each script the same CLI conventions, stack probe, check runner and
-report format, as fixed by BUNDLE_CONTRACT.md section 4.
+One job: give each script the same CLI conventions, stack probe, check runner and report
+format. A script declares its checks as data and reads top to bottom::
 
-A script imports this module (sub-skill scripts put the root ``scripts/`` folder on
-``sys.path`` first) and reads top to bottom::
+    def check_rollout(args):                        # a check: returns the pass detail,
+        td = make_env().rollout(args.steps)         # or Passed(detail, value) to hand a
+        return sr.Passed(f"batch {td.shape}", td)   # value to later checks
 
-    def build_parser():                                   # parse args
-        parser = skill_report.make_parser(__doc__, EXAMPLE)
-        parser.add_argument("--steps", type=skill_report.int_at_least(1), default=5)
+    def check_buffer(rollout):                      # takes that value by parameter name
+        ...
+
+    CHECKS = [
+        sr.Check("core:rollout", check_rollout, gives="rollout"),
+        sr.Check("core:buffer", check_buffer),
+        sr.Check("cli:rlrender", check_cli, flag="check_cli"),   # runs only with --check-cli
+    ]
+
+    def build_parser():                             # parse args
+        parser = sr.make_parser(__doc__, EXAMPLE)
+        parser.add_argument("--steps", type=sr.int_at_least(1), default=5)
         return parser
 
-    def run_checks(args, report):                         # run checks
-        report.run("area:what", check_fn)   # check_fn returns the pass detail
+    def run_checks(args, report):                   # run checks
+        sr.run_declared(CHECKS, report, args=args)
 
-    def main(argv=None):                                  # probe the stack, report
-        return skill_report.standard_main(__file__, build_parser, run_checks, argv)
+    def main(argv=None):                            # probe the stack, report
+        return sr.standard_main(__file__, build_parser, run_checks, argv)
 
     if __name__ == "__main__":
-        skill_report.main_guard(main)
+        sr.main_guard(main)
 
 Statuses: ``pass``; ``fail`` (the check ran and found a fault; exit 1); ``skip`` (not
-asked for, or cannot run here, e.g. no GPU); ``missing`` (an optional backend is not
-installed; never fails the run).
+asked for, cannot run here, or a check it needs did not pass); ``missing`` (an optional
+backend is not installed; never fails the run). Ctrl-C ends a script with exit 130.
 """
 
 from __future__ import annotations
@@ -31,14 +41,19 @@ import argparse
 import contextlib
 import importlib.metadata
 import importlib.util
+import inspect
 import json
-import os
-import platform
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
+
+# Sibling modules (scripts put this folder on sys.path); their public names are part of
+# this helper's API, so scripts reach everything as ``sr.<name>``.
+import _user_code  # noqa: E402
+from _processes import child_processes, leftover_processes  # noqa: E402,F401
+from _stack import SUPPORTED, VERIFIED, installed_version, require_stack, stack_versions  # noqa: E402,F401
 
 SCHEMA_ID = "torchrl-skill.report/1"
 BUNDLE_ROOT = Path(__file__).resolve().parent.parent
@@ -47,26 +62,17 @@ SCHEMA_PATH = BUNDLE_ROOT / "scripts" / "report.schema.json"
 EXIT_OK = 0
 EXIT_FAIL = 1
 EXIT_CANNOT_RUN = 2
+EXIT_INTERRUPTED = 130  # the shell's code for a SIGINT death (128 + 2)
 
 EXIT_CODES_HELP = (
     "exit codes:\n"
-    "  0  no check failed (skip and missing optional backends are allowed)\n"
-    "  1  at least one check failed\n"
-    "  2  cannot run: bad arguments, or torch/tensordict/torchrl missing or outside\n"
-    "     the supported range (reason and fix on stderr, one line)"
+    "  0    no check failed (skip and missing optional backends are allowed)\n"
+    "  1    at least one check failed\n"
+    "  2    cannot run: bad arguments, a path that does not exist or cannot be read, a\n"
+    "       target that cannot be imported, or torch/tensordict/torchrl missing or outside\n"
+    "       the supported range (reason and fix on stderr, one line)\n"
+    "  130  interrupted (Ctrl-C); whatever the script started is stopped"
 )
-
-# The range this bundle was verified on (references/repo-provenance.md). A lower
-# bound alone would let a future release with renamed APIs pass silently. torch is
-# left open above on purpose: a torch that does not match torchrl's build is a fault
-# for check_torchrl_env.py to name (exit 1), not a reason to refuse to run (exit 2).
-SUPPORTED = {
-    "torch": ("2.1", None),
-    "tensordict": ("0.14", "0.15"),
-    "torchrl": ("0.14", "0.15"),
-}
-VERIFIED = {"torch": "2.14.1", "tensordict": "0.14.3", "torchrl": "0.14.1"}
-
 
 class CheckFailed(Exception):
     """Raise inside a check: the check ran and found a fault (status ``fail``)."""
@@ -84,11 +90,28 @@ class CannotRun(SystemExit):
     """Exit 2 with one line on stderr; raised by :func:`cannot_run`."""
 
 
+def one_line(text: str) -> str:
+    """``text`` with every run of whitespace (newlines included) folded to one space."""
+    return " ".join(str(text).split())
+
+
+def first_line(err: BaseException, limit: int = 300) -> str:
+    """``"TypeName: first line of the message"`` (at most ``limit`` characters), never a traceback."""
+    lines = str(err).strip().splitlines()
+    text = f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
+    return text[:limit]
+
+
+def next_key(key: str | tuple) -> tuple:
+    """``("next", *key)``: where EnvBase.step writes an observation, reward or done key."""
+    return ("next", *key) if isinstance(key, tuple) else ("next", key)
+
+
 def cannot_run(reason: str, fix: str = "") -> "CannotRun":
     """Print ``<script>: error: REASON; fix: FIX`` on stderr and exit 2 (no traceback)."""
     prog = Path(sys.argv[0]).name or "torchrl-skill"
     line = f"{prog}: error: {reason}" + (f"; fix: {fix}" if fix else "")
-    print(" ".join(line.split()), file=sys.stderr)
+    print(one_line(line), file=sys.stderr)
     raise CannotRun(EXIT_CANNOT_RUN)
 
 
@@ -121,6 +144,17 @@ def add_device_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu", help="torch device to run on (default: cpu)")
 
 
+def add_timeout_flag(parser: argparse.ArgumentParser, default: float = 60.0) -> None:
+    """Add ``--timeout SECONDS`` (default 60): the most one check may run (``Report.timeout``)."""
+    parser.add_argument(
+        "--timeout",
+        type=number_above(0.0),
+        default=default,
+        metavar="SECONDS",
+        help=f"wall-clock limit for each check that runs your code; a hang fails that check (default: {default:g})",
+    )
+
+
 def int_at_least(minimum: int) -> Callable[[str], int]:
     """An argparse ``type=`` accepting integers >= ``minimum`` (bad values exit 2)."""
 
@@ -134,98 +168,17 @@ def int_at_least(minimum: int) -> Callable[[str], int]:
     return parse
 
 
-def child_processes() -> dict[int, str]:
-    """Live (non-zombie) descendants of this process, ``{pid: "name cmdline[:2]"}``.
+def number_above(minimum: float) -> Callable[[str], float]:
+    """An argparse ``type=`` accepting finite numbers > ``minimum`` (bad values exit 2)."""
 
-    Used to prove a check left nothing running. Needs psutil (in requirements.txt);
-    raises :class:`BackendMissing` without it. ``multiprocessing``'s resource tracker is
-    excluded: the standard library keeps it alive until the interpreter exits.
-    """
-    try:
-        import psutil
-    except ImportError:
-        raise BackendMissing("psutil not installed; install: pip install psutil") from None
-    out = {}
-    for proc in psutil.Process().children(recursive=True):
-        try:
-            if proc.status() == psutil.STATUS_ZOMBIE:
-                continue
-            cmd = proc.cmdline()
-            if any("resource_tracker" in part for part in cmd):
-                continue
-            out[proc.pid] = " ".join([proc.name(), *cmd[:2]])
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-    return out
+    def parse(text: str) -> float:
+        value = float(text)
+        if not value > minimum or value == float("inf"):
+            raise ValueError(text)
+        return value
 
-
-def leftover_processes(before: dict[int, str], grace: float = 10.0) -> dict[int, str]:
-    """Descendants absent from ``before`` still alive after up to ``grace`` seconds."""
-    deadline = time.monotonic() + grace
-    while True:
-        left = {pid: desc for pid, desc in child_processes().items() if pid not in before}
-        if not left or time.monotonic() >= deadline:
-            return left
-        time.sleep(0.2)
-
-
-def _release(version: str) -> tuple[int, ...]:
-    from packaging.version import Version
-
-    return Version(version).release
-
-
-def installed_version(dist: str) -> str | None:
-    """Installed distribution version from its metadata, or None; never imports it."""
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def stack_versions() -> dict[str, str | None]:
-    """``{"python", "torch", "tensordict", "torchrl"}`` versions (None when not installed)."""
-    out: dict[str, str | None] = {"python": platform.python_version()}
-    for dist in ("torch", "tensordict", "torchrl"):
-        out[dist] = installed_version(dist) if importlib.util.find_spec(dist) else None
-    return out
-
-
-def require_stack(import_torchrl: bool = True) -> dict[str, str | None]:
-    """Exit 2 unless torch, tensordict and torchrl are installed, in range and importable.
-
-    The supported range is :data:`SUPPORTED` (verified on :data:`VERIFIED`). A torchrl
-    that imports but whose compiled extension is broken is NOT rejected here: that is a
-    check failure for ``scripts/check_torchrl_env.py`` to report, not a reason to refuse.
-    Returns :func:`stack_versions`.
-    """
-    versions = stack_versions()
-    pins = " ".join(f"{d}=={v}" for d, v in VERIFIED.items())
-    for dist, (low, high) in SUPPORTED.items():
-        found = versions[dist]
-        if found is None:
-            cannot_run(f"{dist} is not installed", f"pip install {pins}")
-        rel = _release(found)
-        if rel < _release(low) or (high and rel >= _release(high)):
-            rng = f">={low}" + (f",<{high}" if high else "")
-            cannot_run(
-                f"{dist} {found} is outside the range this bundle supports ({dist}{rng})",
-                f"pip install {pins} (or use a bundle verified for {dist} {found})",
-            )
-    if import_torchrl:
-        # torchrl's logger binds its stream at import and defaults to stdout; a JSON
-        # report must own stdout (torchrl/_utils.py reads TORCHRL_CONSOLE_STREAM).
-        os.environ.setdefault("TORCHRL_CONSOLE_STREAM", "stderr")
-        with contextlib.redirect_stdout(sys.stderr):
-            try:
-                import torchrl  # noqa: F401
-            except Exception as err:  # an import failure is a stack fault, reported in one line
-                msg = str(err).splitlines()[0] if str(err) else ""
-                cannot_run(
-                    f"import torchrl failed: {type(err).__name__}: {msg}",
-                    f"install matching releases: pip install {pins}",
-                )
-    return versions
+    parse.__name__ = f"number > {minimum:g}"
+    return parse
 
 
 @dataclass
@@ -238,6 +191,35 @@ class CheckResult:
     detail: str
 
 
+@dataclass(frozen=True)
+class Passed:
+    """A check's return value when it hands ``value`` on to later checks (see :class:`Check`)."""
+
+    detail: str
+    value: Any = None
+
+
+@dataclass(frozen=True)
+class Check:
+    """One declared check of a script's ``CHECKS`` list, run by :func:`run_declared`.
+
+    ``fn``'s parameters are filled by name from the namespace: what the script passes
+    (``args=args``, ...) plus the value of every earlier check that ``gives`` a name.
+    ``flag``: an ``args`` attribute that must be truthy, else the check is skipped as
+    "not asked for (pass --flag)".
+    """
+
+    name: str
+    fn: Callable[..., Any]
+    gives: str | None = None
+    flag: str | None = None
+
+
+def print_row(c: CheckResult) -> None:
+    """Print one report row: ``STATUS  name  (seconds)  detail``."""
+    print(f"{c.status.upper():<8} {c.name:<34} ({c.seconds:6.2f}s)  {c.detail}", flush=True)
+
+
 @dataclass
 class Report:
     """Collects check results and prints them as a table or one JSON object.
@@ -245,12 +227,14 @@ class Report:
     ``script``: the script's ``__file__``; stored bundle-relative in the report.
     ``json_mode``: while True, anything a library prints to stdout during a check is sent
     to stderr, so stdout carries the JSON object alone.
+    ``timeout``: seconds each check may run (``_user_code.time_limit``); None for no limit.
     """
 
     script: str
     json_mode: bool = False
     checks: list[CheckResult] = field(default_factory=list)
     versions: dict | None = None
+    timeout: float | None = None
 
     @property
     def script_path(self) -> str:
@@ -264,33 +248,50 @@ class Report:
         """Record a result directly (e.g. a backend probe that needs no try block)."""
         if status not in ("pass", "fail", "skip", "missing"):
             raise ValueError(f"unknown status {status!r}")
-        result = CheckResult(name, status, round(float(seconds), 3), " ".join(str(detail).split()))
+        result = CheckResult(name, status, round(float(seconds), 3), one_line(detail))
         self.checks.append(result)
         if not self.json_mode:
-            _print_row(result)
+            print_row(result)
         return result
 
+    def skip_all(self, names, reason: str) -> None:
+        """Record every check in ``names`` as skipped for ``reason``."""
+        for name in names:
+            self.add(name, "skip", reason)
+
+    def result(self, name: str) -> CheckResult | None:
+        """The row recorded under ``name`` (the latest one), or None."""
+        return next((c for c in reversed(self.checks) if c.name == name), None)
+
     @contextlib.contextmanager
-    def _quiet_stdout(self) -> Iterator[None]:
+    def quiet_stdout(self) -> Iterator[None]:
+        """In JSON mode, send what is printed to stdout to stderr (stdout holds the report)."""
         if self.json_mode:
             with contextlib.redirect_stdout(sys.stderr):
                 yield
         else:
             yield
 
-    def run(self, name: str, fn: Callable[[], str | None]) -> CheckResult:
-        """Run ``fn()`` as one check. Its return value is the pass detail.
+    def run(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn(*args, **kwargs)`` as one check and return the value it hands on.
 
-        ``fn`` raises :class:`CheckFailed`, :class:`CheckSkipped` or :class:`BackendMissing`
-        to set the status; any other exception is a ``fail`` whose detail is the exception
-        type and first line of its message (never a traceback).
+        ``fn`` returns the pass detail (a str), or :class:`Passed` (detail and value); it
+        raises :class:`CheckFailed`, :class:`CheckSkipped` or :class:`BackendMissing` to set
+        the status; any other exception is a ``fail`` whose detail is its type, first line
+        and the user-code line that raised it (never a traceback). Returns
+        ``Passed.value`` when the check passed, else None; the row is ``self.result(name)``.
         """
         start = time.perf_counter()
-        status, detail = "pass", ""
-        with self._quiet_stdout():
+        status, detail, value = "pass", "", None
+        with self.quiet_stdout():
             try:
-                detail = fn() or ""
-            except CheckFailed as err:
+                with _user_code.time_limit(self.timeout, f"check {name}"):
+                    out = fn(*args, **kwargs)
+                if isinstance(out, Passed):
+                    detail, value = out.detail, out.value
+                else:
+                    detail = out or ""
+            except (CheckFailed, _user_code.TimeLimitExceeded) as err:
                 status, detail = "fail", str(err)
             except CheckSkipped as err:
                 status, detail = "skip", str(err)
@@ -299,9 +300,9 @@ class Report:
             except (KeyboardInterrupt, CannotRun):
                 raise
             except BaseException as err:  # a crash inside a check is that check's failure
-                first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-                status, detail = "fail", f"{type(err).__name__}: {first}"
-        return self.add(name, status, detail, time.perf_counter() - start)
+                status, detail = "fail", f"{first_line(err)} (raised at {_user_code.error_site(err)})"
+        self.add(name, status, detail, time.perf_counter() - start)
+        return value
 
     def extend(self, other: "Report", prefix: str) -> None:
         """Append another report's rows, names prefixed (used by the all-checks runner)."""
@@ -319,7 +320,7 @@ class Report:
         return self.summary()["fail"] == 0
 
     def as_dict(self) -> dict:
-        """The report object of BUNDLE_CONTRACT.md section 4 (validated by report.schema.json)."""
+        """The report object of CONTRIBUTING.md "JSON report" (validated by report.schema.json)."""
         return {
             "schema": SCHEMA_ID,
             "script": self.script_path,
@@ -344,8 +345,54 @@ class Report:
         return EXIT_OK if self.ok else EXIT_FAIL
 
 
-def _print_row(c: CheckResult) -> None:
-    print(f"{c.status.upper():<8} {c.name:<34} ({c.seconds:6.2f}s)  {c.detail}", flush=True)
+def check_params(check: Check) -> list[str]:
+    """The namespace names ``check.fn`` takes (parameters without a default)."""
+    params = inspect.signature(check.fn).parameters.values()
+    return [p.name for p in params if p.default is inspect.Parameter.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+
+
+def validate_declared(checks: list[Check], provided: set[str]) -> list[str]:
+    """Problems with a CHECKS list: doubled names, or a parameter that neither ``provided``
+    nor an earlier check's ``gives`` supplies. Empty when the list is sound (tests call this)."""
+    problems, seen, available = [], set(), set(provided)
+    for check in checks:
+        if check.name in seen:
+            problems.append(f"check {check.name!r} declared twice")
+        seen.add(check.name)
+        for param in check_params(check):
+            if param not in available:
+                problems.append(f"check {check.name!r} takes {param!r}, which nothing before it gives")
+        if check.gives:
+            available.add(check.gives)
+    return problems
+
+
+def run_declared(checks: list[Check], report: Report, **namespace: Any) -> dict[str, Any]:
+    """Run ``checks`` in order, passing values by parameter name; return the namespace.
+
+    A check whose ``flag`` is off is skipped as not asked for; a check that needs a value
+    an earlier check did not give (it failed or skipped) is skipped naming that check.
+    """
+    problems = validate_declared(checks, set(namespace))
+    if problems:
+        raise TypeError("; ".join(problems))
+    givers = {c.gives: c.name for c in checks if c.gives}
+    args = namespace.get("args")
+    for check in checks:
+        if check.flag and not getattr(args, check.flag, False):
+            report.add(check.name, "skip", f"not asked for (pass --{check.flag.replace('_', '-')})")
+            continue
+        absent = [p for p in check_params(check) if p not in namespace]
+        if absent:
+            missing = ", ".join(f"{p} from {givers.get(p, '?')}" for p in absent)
+            report.add(check.name, "skip", f"not run: needs {missing}, which did not pass")
+            continue
+        params = inspect.signature(check.fn).parameters
+        kwargs = {name: namespace[name] for name in params if name in namespace}
+        value = report.run(check.name, check.fn, **kwargs)
+        if check.gives and report.checks[-1].status == "pass":
+            namespace[check.gives] = value
+    return namespace
 
 
 def expect(condition: bool, message: str) -> None:
@@ -386,18 +433,16 @@ def script_area(path: Path, root: Path = BUNDLE_ROOT) -> str:
 
 
 def main_guard(main: Callable[[list[str] | None], int]) -> None:
-    """Run ``main`` as a script: exit with its code; exit 2 (one line) on CannotRun."""
+    """Run ``main`` as a script: exit with its code; 2 (one line) on CannotRun; 130 on Ctrl-C."""
     try:
         code = main(None)
     except CannotRun as err:
         code = err.code if isinstance(err.code, int) else EXIT_CANNOT_RUN
+    except KeyboardInterrupt:
+        print(f"{Path(sys.argv[0]).name}: interrupted", file=sys.stderr)
+        code = EXIT_INTERRUPTED
     sys.stdout.flush()
     sys.exit(code)
-
-
-def env_flag(name: str) -> bool:
-    """True when environment variable ``name`` is set to a true-ish value."""
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def standard_main(
@@ -409,10 +454,23 @@ def standard_main(
     """The shared body of every check script's ``main``: parse, probe, check, report.
 
     The all-checks runner (scripts/run_all_checks.py) calls ``build_parser`` and
-    ``run_checks`` itself so that every script runs in one process.
+    ``run_checks`` itself so that every script runs in one process. A script with a
+    ``--timeout`` flag gets that limit on each of its checks.
     """
     args = build_parser().parse_args(argv)
     versions = require_stack()
-    report = Report(script_file, json_mode=getattr(args, "json", False), versions=versions)
+    report = Report(
+        script_file,
+        json_mode=getattr(args, "json", False),
+        versions=versions,
+        timeout=getattr(args, "timeout", None),
+    )
     run_checks(args, report)
     return report.finish()
+
+
+if __name__ == "__main__":
+    cannot_run(
+        "skill_report.py is the helper the check scripts import, not a check",
+        "run python scripts/run_all_checks.py (every check) or python scripts/check_torchrl_env.py",
+    )

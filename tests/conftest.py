@@ -1,18 +1,29 @@
-"""Shared fixtures: the bundle root, script discovery, and subprocess helpers."""
+"""The one test harness: the bundle root, loading a script, running it in this process
+or as a user would (a fresh interpreter in an unrelated folder).
+
+Test files import what they need from here (``from conftest import BUNDLE, load_module,
+run_in_process``) instead of recomputing paths or carrying their own runner.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import io
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 BUNDLE = Path(__file__).resolve().parent.parent
+TESTS = BUNDLE / "tests"
+FIXTURES = TESTS / "fixtures"
 sys.path.insert(0, str(BUNDLE / "scripts"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(TESTS))
 os.environ.setdefault("TORCHRL_CONSOLE_STREAM", "stderr")
+# Small networks on 2 busy cores run several times faster with one torch thread.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import skill_report  # noqa: E402
 
@@ -23,16 +34,70 @@ def script_id(path: Path) -> str:
     return path.relative_to(BUNDLE).as_posix()
 
 
+def script_path(rel: str) -> Path:
+    """``"envs-and-transforms/check_user_env"`` or ``"scripts/explain"`` -> the script's path."""
+    area, _, name = rel.partition("/")
+    folder = BUNDLE / "scripts" if area in ("scripts", "root") else BUNDLE / "sub-skills" / area / "scripts"
+    path = folder / f"{name}.py"
+    if not path.is_file():
+        raise FileNotFoundError(path)
+    return path
+
+
+def load_module(path: Path | str):
+    """Import a bundle script or private module by its plain name, its folder on sys.path
+    (the way the scripts import their siblings, and the way the all-checks runner loads
+    them, so spawned workers can unpickle module-level classes)."""
+    path = script_path(path) if isinstance(path, str) else Path(path)
+    folder = str(path.parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    return importlib.import_module(path.stem)
+
+
+def run_main(script: Path | str, *argv: str) -> tuple[int, dict]:
+    """Run a script's ``main([..., "--json"])`` in this process: ``(exit code, report)``.
+
+    Exit 2 (``CannotRun``) gives ``(2, {})``: there is no report then.
+    """
+    module = load_module(script)
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            code = module.main([*argv, "--json"])
+    except skill_report.CannotRun as err:
+        return err.code, {}
+    return code, json.loads(out.getvalue())
+
+
+def rows(report: dict) -> dict[str, tuple[str, str]]:
+    """``{check name: (status, detail)}`` of a JSON report."""
+    return {c["name"]: (c["status"], c["detail"]) for c in report["checks"]}
+
+
+def run_in_process(script: Path | str, *argv: str, timeout: float | None = None) -> dict[str, tuple[str, str]]:
+    """Run a script's checks in this process with ``argv``; ``{name: (status, detail)}``.
+
+    Faster than a subprocess (torchrl is imported once); for exit codes, stderr and
+    leftovers use :func:`run_python`.
+    """
+    module = load_module(script)
+    args = module.build_parser().parse_args(list(argv))
+    path = Path(module.__file__)
+    report = skill_report.Report(str(path), json_mode=True, timeout=timeout or getattr(args, "timeout", None))
+    module.run_checks(args, report)
+    return {c.name: (c.status, c.detail) for c in report.checks}
+
+
 def run_python(args: list[str], timeout: int = 300, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run ``python ARGS`` from an unrelated working directory (scripts must not depend on cwd)."""
+    """Run ``python ARGS`` from an unrelated working directory (scripts must not depend on cwd).
+
+    ``timeout`` only guards against a hung child; pick it generously (a 3x slower machine
+    must still pass).
+    """
     full_env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **(env or {})}
     full_env.pop("TORCHRL_CONSOLE_STREAM", None)  # the scripts must keep stdout clean by themselves
     return subprocess.run(
         [sys.executable, *args], capture_output=True, text=True, timeout=timeout,
         cwd=str(cwd or BUNDLE.parent), env=full_env,
     )
-
-
-@pytest.fixture(scope="session")
-def bundle() -> Path:
-    return BUNDLE

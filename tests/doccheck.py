@@ -40,7 +40,8 @@ OTHER_LIBRARIES = [
     "trl", "ray", "numpy", "multiprocessing",
 ]
 SPAN_RE = re.compile(r"^[A-Za-z_][\w.]*(\(.*\))?$", re.S)
-COMMAND_RE = re.compile(r"\bpython3?\s+(?:-\S+\s+)*([\w./-]+\.py)((?:[ \t]+[^\s|;&#]+)*)")
+# `python $SKILL_DIR/scripts/x.py --flag`: $SKILL_DIR is the bundle root (the root SKILL.md says so).
+COMMAND_RE = re.compile(r"\bpython3?\s+(?:-\S+\s+)*((?:\"?\$SKILL_DIR\"?/)?)([\w./-]+\.py)((?:[ \t]+[^\s|;&#]+)*)")
 MARKER_RE = re.compile(r"^<!--\s*(not-run|raises):\s*(.*?)\s*-->$")
 
 
@@ -632,39 +633,39 @@ def check_frontmatter(skill_dir: Path, name: str | None = None) -> list[str]:
 # ----------------------------------------------------------------------------- commands and flags
 @functools.lru_cache(maxsize=None)
 def script_help(path: Path) -> str:
+    """The ``--help`` text of a bundled script, from its own ``build_parser()``.
+
+    A script that fails to import or to build its parser raises here: a broken script
+    must fail the docs test, not look like a script without the flag."""
     sys.path.insert(0, str(path.parent))
     try:
         spec = importlib.util.spec_from_file_location(f"_helpcheck_{path.stem}", path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        if hasattr(module, "build_parser"):
-            return module.build_parser().format_help()
-    except Exception:
-        pass
+        return module.build_parser().format_help()
     finally:
         sys.path.remove(str(path.parent))
-    proc = subprocess.run([sys.executable, str(path), "--help"], capture_output=True, text=True, timeout=120)
-    return proc.stdout
 
 
-def commands(md: Path) -> list[tuple[str, str, int]]:
-    """(script path, argument text, line) for each `python X.py ...` in bash blocks and inline code."""
+def commands(md: Path) -> list[tuple[str, str, int, bool]]:
+    """(script path, argument text, line, uses $SKILL_DIR) for each `python X.py ...` in
+    bash blocks and inline code."""
     text = md.read_text()
     found = []
     for f in fences(text):
         if f.lang in ("bash", "sh", "shell", "console", ""):
             for i, line in enumerate(f.code.splitlines()):
                 for m in COMMAND_RE.finditer(line):
-                    found.append((m.group(1), m.group(2), f.line + 1 + i))
+                    found.append((m.group(2), m.group(3), f.line + 1 + i, bool(m.group(1))))
     for span, line in inline_code(text):
         for m in COMMAND_RE.finditer(span):
-            found.append((m.group(1), m.group(2), line))
+            found.append((m.group(2), m.group(3), line, bool(m.group(1))))
     return found
 
 
 def check_commands(md: Path, root: Path = BUNDLE) -> list[str]:
     problems = []
-    for script, argtext, line in commands(md):
+    for script, argtext, line, _ in commands(md):
         candidates = [root / script, nearest_skill_dir(md, root) / script, md.parent / script]
         path = next((c for c in candidates if c.is_file()), None)
         where = f"{md.name}:{line}"

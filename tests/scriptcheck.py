@@ -1,4 +1,4 @@
-"""Checks behind the script contract tests (BUNDLE_CONTRACT.md s4).
+"""Checks behind the script contract tests (CONTRIBUTING.md, "Scripts").
 
 Each ``check_*`` runs a script as a user would (a fresh interpreter, an unrelated and
 empty working directory) and returns a list of problems; empty means the rule holds.

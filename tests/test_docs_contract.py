@@ -1,4 +1,4 @@
-"""Every SKILL.md and reference keeps the docs contract (BUNDLE_CONTRACT.md s2-s3).
+"""Every SKILL.md and reference keeps the docs contract (CONTRIBUTING.md, "SKILL.md files" and "References").
 
 Files are discovered, so a doc added later is tested with no edit here. The checking
 functions live in tests/doccheck.py; tests/test_contract_negative.py shows each one

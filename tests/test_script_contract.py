@@ -1,4 +1,4 @@
-"""Every bundled check script keeps the CLI / JSON / exit-code contract (BUNDLE_CONTRACT.md s4).
+"""Every bundled check script keeps the CLI / JSON / exit-code contract (CONTRIBUTING.md, "Scripts").
 
 Scripts are discovered, so a script added later is tested with no edit here. The checks
 live in tests/scriptcheck.py; tests/test_contract_negative.py shows each one failing on a

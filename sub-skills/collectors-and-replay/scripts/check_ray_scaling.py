@@ -159,7 +159,8 @@ def check_no_leftover(session: RaySession, grace: float) -> str:
 
 
 def run_checks(args, report: sr.Report) -> None:
-    probe = report.run("ray:installed", lambda: sr.optional_backend("ray", install=RAY_INSTALL))
+    report.run("ray:installed", lambda: sr.optional_backend("ray", install=RAY_INSTALL))
+    probe = report.result("ray:installed")
     names = ["ray:init-local-1cpu", "ray:replay-buffer", "ray:collector", "ray:shutdown-no-leftover"]
     if probe.status == "missing":
         for name in names:
@@ -171,7 +172,8 @@ def run_checks(args, report: sr.Report) -> None:
         return
     session = RaySession()
     try:
-        init = report.run(names[0], session.start)
+        report.run(names[0], session.start)
+        init = report.result(names[0])
         if init.status == "pass":
             report.run(names[1], lambda: check_replay_buffer(session))
             if args.ray_collector:

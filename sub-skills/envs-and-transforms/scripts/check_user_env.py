@@ -793,7 +793,8 @@ def run_checks(args, report: sr.Report) -> None:
     target = args.target or DEFAULT_TARGET
     module_part, _ = split_target(target)
     path = source_file(module_part)
-    static = report.run("target:static-main-guard", lambda: check_static(path))
+    report.run("target:static-main-guard", lambda: check_static(path))
+    static = report.result("target:static-main-guard")
     names = [
         "env:root-spec-shapes",
         "env:gym-vector-autoreset",
@@ -836,7 +837,8 @@ def run_checks(args, report: sr.Report) -> None:
     try:
         report.run("env:root-spec-shapes", mapped(lambda: check_root_shapes(env)))
         report.run("env:gym-vector-autoreset", mapped(lambda: check_gym_autoreset(env)))
-        reset = report.run("env:reset-output", mapped(lambda: check_reset(env)))
+        report.run("env:reset-output", mapped(lambda: check_reset(env)))
+        reset = report.result("env:reset-output")
         root: dict = {}
         for cause_id in ROOT_CAUSES:
             if reset.status == "fail" and f"[{cause_id}]" in reset.detail:

@@ -158,7 +158,8 @@ def check_gym_backend(args) -> str:
 def run_checks(args, report: sr.Report) -> None:
     state: dict = {}
     if args.env.startswith("gym:"):
-        backend = report.run("backend:gymnasium", lambda: check_gym_backend(args))
+        report.run("backend:gymnasium", lambda: check_gym_backend(args))
+        backend = report.result("backend:gymnasium")
         if backend.status != "pass":
             for name in ("rollout:transformed", "specs:check_env_specs", "batched:rollout"):
                 report.add(name, "skip", "gymnasium not installed")

@@ -219,9 +219,13 @@ def check_collector(st: _State, asked: bool) -> str:
 
 def run_checks(args, report) -> None:
     st = _State(args.seed)
-    ok = report.run("llm:tokenizer-template", lambda: check_template(st)).status == "pass"
-    ok = ok and report.run("llm:chatenv-generate", lambda: check_env_generate(st)).status == "pass"
-    ok = ok and report.run("llm:logprob-recompute", lambda: check_logprob_recompute(st)).status == "pass"
+    def passed(name, fn):
+        report.run(name, fn)
+        return report.result(name).status == "pass"
+
+    ok = passed("llm:tokenizer-template", lambda: check_template(st))
+    ok = ok and passed("llm:chatenv-generate", lambda: check_env_generate(st))
+    ok = ok and passed("llm:logprob-recompute", lambda: check_logprob_recompute(st))
     for name, fn in [
         ("llm:grpo-loss", lambda: check_grpo(st)),
         ("llm:sft-loss", lambda: check_sft(st)),

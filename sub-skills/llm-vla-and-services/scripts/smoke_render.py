@@ -135,7 +135,8 @@ def check_render(use_subprocess: bool, mp4: bool, report) -> None:
             sr.expect(payload.get("env_name") == "pendulum", f"checkpoint env_name {payload.get('env_name')!r}")
             return f"save_render_checkpoint(format='archive') -> {Path(path).name}; load_checkpoint env_name 'pendulum'"
 
-        saved = report.run("render:checkpoint", save).status == "pass"
+        report.run("render:checkpoint", save)
+        saved = report.result("render:checkpoint").status == "pass"
 
         def to_jsonl() -> str:
             code, err = _render(tmp, tmp / "policy.pt", "jsonl", use_subprocess)

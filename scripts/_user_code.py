@@ -1,0 +1,263 @@
+"""Running the user's own code from a check: the one target loader, time limits, and
+where a fault happened.
+
+Every checker that takes user code (check_user_env.py, check_loss_wiring.py, the run-time
+auditor) parses its TARGET with :func:`parse_target` and imports it with
+:func:`load_attr`, so the forms and the errors are the same everywhere:
+
+    path/to/file.py:function   a file, imported under a private name, its folder on sys.path
+    package.module:function    a module found from the current folder or sys.path
+    path/to/script.py          a whole script (only where the caller allows it)
+
+Anything that stops the target from being imported (no such file, a folder, unreadable
+or binary file, a syntax error, an exception at import, a missing attribute) exits 2
+with one line (``skill_report.cannot_run``). Calling the target is the caller's check:
+its exceptions are the user's faults, reported as check failures.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import difflib
+import importlib
+import importlib.util
+import signal
+import sys
+import threading
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+_BUNDLE = Path(__file__).resolve().parent.parent
+
+
+def _cannot_run(reason: str, fix: str = ""):
+    from skill_report import cannot_run
+
+    cannot_run(reason, fix)
+
+
+def _is_library_file(filename: str) -> bool:
+    prefixes = {sys.prefix, getattr(sys, "base_prefix", sys.prefix), str(_BUNDLE / "scripts"), str(_BUNDLE / "sub-skills")}
+    return (
+        filename.startswith("<")
+        or "site-packages" in filename
+        or "dist-packages" in filename
+        or any(filename.startswith(p + "/") for p in prefixes)
+    )
+
+
+def user_site(frames: list[traceback.FrameSummary]) -> str:
+    """``"file.py:LINE in func"`` for the innermost frame of user code among ``frames``
+    (innermost last), or for the innermost frame when none is user code. User code is
+    whatever is not the standard library, site-packages or this bundle."""
+    if not frames:
+        return "unknown location"
+    pick = next((f for f in reversed(frames) if not _is_library_file(f.filename)), frames[-1])
+    return f"{Path(pick.filename).name}:{pick.lineno} in {pick.name}"
+
+
+def error_site(err: BaseException) -> str:
+    """Where ``err`` was raised, as :func:`user_site` reads its traceback."""
+    return user_site(traceback.extract_tb(err.__traceback__))
+
+
+class TimeLimitExceeded(Exception):
+    """Raised by :func:`time_limit` in the code under it when its budget runs out."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float | None, what: str) -> Iterator[None]:
+    """Raise :class:`TimeLimitExceeded` in the code under it after ``seconds`` of wall time.
+
+    Uses SIGALRM, so it interrupts Python code and sleeps in the main thread; a C call
+    that never returns to Python is not interrupted. ``None``/0, another thread, or a
+    platform without SIGALRM: no limit. The message names ``what`` and the user-code line
+    that was running, e.g. ``check env:reset-output still running after 60 s (at
+    my_env.py:12 in _reset)``. skill_report.Report.run reports it as that check's failure.
+    """
+    if not seconds or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_alarm(signum, frame):
+        raise TimeLimitExceeded(
+            f"{what} still running after {seconds:g} s (at {user_site(traceback.extract_stack(frame))}); "
+            "fix: find the loop or wait there that never ends, or give it more time with --timeout SECONDS"
+        )
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, float(seconds))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A parsed TARGET. ``path``: the source file (None for a module not found on disk);
+    ``module``: the importable module name (None for a file); ``attr``: the function
+    (None for a whole script)."""
+
+    spec: str
+    path: Path | None
+    module: str | None
+    attr: str | None
+
+    @property
+    def label(self) -> str:
+        where = self.path.name if self.path else self.module
+        return f"{where}:{self.attr}" if self.attr else str(where)
+
+
+def _looks_like_file(text: str) -> bool:
+    return text.endswith(".py") or "/" in text or "\\" in text
+
+
+def parse_target(spec: str, *, script_ok: bool = False, form: str = "path/to/file.py:function") -> Target:
+    """Parse ``file.py:function``, ``package.module:function`` or (``script_ok``) ``file.py``.
+
+    Exits 2 with one line when the form is wrong, the file does not exist, is a folder,
+    cannot be read, is not text, or does not parse. The colon is split from the right, so
+    a Windows drive letter survives. ``form`` is the example shown in the error.
+    """
+    spec = (spec or "").strip()
+    head, sep, attr = spec.rpartition(":")
+    if sep and (not head or not attr.isidentifier()):
+        _cannot_run(f"TARGET {spec!r} is not {form}", f"e.g. my_env.py:make_env")
+    if not sep:
+        if not (script_ok and _looks_like_file(spec)):
+            _cannot_run(f"TARGET {spec!r} names no function; expected {form}", "add :function_name after the file or module")
+        head, attr = spec, None
+    if _looks_like_file(head):
+        path = Path(head).expanduser()
+        read_source(path)
+        return Target(spec, path.resolve(), None, attr)
+    if not all(part.isidentifier() for part in head.split(".")):
+        _cannot_run(f"TARGET {spec!r}: {head!r} is neither a .py path nor a module name", f"e.g. {form}")
+    with _cwd_on_path():
+        try:
+            found = importlib.util.find_spec(head)
+        except (ImportError, ValueError) as err:
+            found = None
+            reason = str(err)
+        else:
+            reason = ""
+    if found is None:
+        _cannot_run(
+            f"module {head!r} not found from {Path.cwd()} or sys.path{': ' + reason if reason else ''}",
+            "run from the folder that holds it, or pass path/to/file.py:function",
+        )
+    origin = Path(found.origin) if found.origin and found.origin.endswith(".py") else None
+    if origin is not None:
+        read_source(origin)
+    return Target(spec, origin, head, attr)
+
+
+def read_source(path: Path) -> ast.Module:
+    """Read and parse a user's Python file; exit 2 with one line if that is impossible."""
+    if not path.exists():
+        _cannot_run(f"file {path} not found", "pass an existing path/to/file.py")
+    if path.is_dir():
+        _cannot_run(f"{path} is a folder, not a Python file", "pass path/to/file.py (the file that defines the function)")
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        _cannot_run(f"cannot read {path}: {err.strerror or err}", "check the path and its permissions")
+    if b"\x00" in raw:
+        _cannot_run(f"{path} is not a text file (it holds NUL bytes)", "pass the .py source file")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        _cannot_run(f"{path} is not UTF-8 text ({err.reason} at byte {err.start})", "pass the .py source file")
+    try:
+        return ast.parse(text, filename=str(path))
+    except SyntaxError as err:
+        _cannot_run(f"{path.name}:{err.lineno}: SyntaxError: {err.msg}", "fix the syntax error, then rerun")
+    except (RecursionError, MemoryError, ValueError) as err:
+        _cannot_run(f"{path.name} cannot be parsed ({type(err).__name__})", "split the deeply nested expression")
+
+
+@contextlib.contextmanager
+def _cwd_on_path() -> Iterator[None]:
+    cwd = str(Path.cwd())
+    added = cwd not in sys.path
+    if added:
+        sys.path.insert(0, cwd)
+    try:
+        yield
+    finally:
+        if added and cwd in sys.path:
+            sys.path.remove(cwd)
+
+
+def import_target(target: Target):
+    """Import the target's module and return it. A file is imported under a private name
+    with its folder on sys.path (so sibling imports work); a module name is imported with
+    the current folder on sys.path. An exception at import exits 2 naming the line."""
+    try:
+        if target.path is not None and target.module is None:
+            folder = str(target.path.parent)
+            if folder not in sys.path:
+                sys.path.insert(0, folder)
+            name = f"_user_{target.path.stem}_{abs(hash(str(target.path))) % 10**8}"
+            if name in sys.modules:
+                return sys.modules[name]
+            spec = importlib.util.spec_from_file_location(name, target.path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                sys.modules.pop(name, None)
+                raise
+            return module
+        with _cwd_on_path():
+            return importlib.import_module(target.module)
+    except (KeyboardInterrupt, TimeLimitExceeded):
+        raise
+    except SystemExit as err:
+        if type(err).__name__ == "CannotRun":
+            raise
+        _cannot_run(
+            f"importing {target.label.split(':')[0]} called sys.exit({err.code!r})",
+            "move the script's top-level work under if __name__ == \"__main__\":",
+        )
+    except BaseException as err:
+        from skill_report import first_line
+
+        _cannot_run(
+            f"importing {target.label.split(':')[0]} raised {first_line(err, 200)} (at {error_site(err)})",
+            "fix that line; old TorchRL names: python sub-skills/development-and-testing/scripts/scan_api_drift.py FILE",
+        )
+
+
+def load_attr(target: Target):
+    """Import the target and return its attribute (exit 2 when it has none, naming the closest)."""
+    module = import_target(target)
+    if target.attr is None:
+        return module
+    if not hasattr(module, target.attr):
+        names = [n for n in dir(module) if not n.startswith("_")]
+        close = difflib.get_close_matches(target.attr, names, n=3)
+        funcs = [n for n in names if callable(getattr(module, n, None)) and getattr(getattr(module, n), "__module__", None) == module.__name__]
+        hint = f"did you mean {', '.join(close)}?" if close else f"functions defined there: {', '.join(funcs[:8]) or 'none'}"
+        _cannot_run(f"{target.label.split(':')[0]} has no attribute {target.attr!r}", hint)
+    return getattr(module, target.attr)
+
+
+def call_user(fn, what: str, *args, **kwargs):
+    """Call user code ``fn``. ``sys.exit`` inside it becomes a check failure naming ``what``
+    (it would otherwise end the checker silently); other exceptions propagate."""
+    try:
+        return fn(*args, **kwargs)
+    except SystemExit as err:
+        if type(err).__name__ == "CannotRun":
+            raise
+        from skill_report import CheckFailed
+
+        raise CheckFailed(f"{what} called sys.exit({err.code!r}) (at {error_site(err)}); return a value instead") from None
