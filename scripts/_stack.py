@@ -83,9 +83,27 @@ def require_stack(import_torchrl: bool = True) -> dict[str, str | None]:
             try:
                 import torchrl  # noqa: F401
             except Exception as err:  # an import failure is a stack fault, reported in one line
-                cannot_run(f"import torchrl failed: {first_line(err)}", f"install matching releases: pip install {pins}")
+                missing = _missing_requirement(err)
+                fix = f"pip install '{missing}'" if missing else f"install matching releases: pip install {pins}"
+                cannot_run(f"import torchrl failed: {first_line(err)}", fix)
         plain_torchrl_logs()
     return versions
+
+
+def _missing_requirement(err: BaseException) -> str | None:
+    """The requirement string torchrl declares for the module ``err`` says is missing
+    (e.g. ``"hoptorch>=0.1.4"``), read from torchrl's own metadata; None otherwise."""
+    name = getattr(err, "name", None) if isinstance(err, ModuleNotFoundError) else None
+    if not name:
+        return None
+    top = name.split(".")[0].lower().replace("_", "-")
+    for req in importlib.metadata.requires("torchrl") or []:
+        if "extra ==" in req:
+            continue
+        dist = re.split(r"[\s<>=!~;\[]", req, maxsplit=1)[0]
+        if dist.lower().replace("_", "-") == top:
+            return req.split(";")[0].strip()
+    return None
 
 
 def plain_torchrl_logs() -> None:

@@ -152,6 +152,8 @@ def parse_target(spec: str, *, script_ok: bool = False, form: str = "path/to/fil
             f"module {head!r} not found from {Path.cwd()} or sys.path{': ' + reason if reason else ''}",
             "run from the folder that holds it, or pass path/to/file.py:function",
         )
+    if found.origin is None and found.submodule_search_locations:
+        _cannot_run(f"{head} is a folder, not a Python file", "pass path/to/file.py:function")
     origin = Path(found.origin) if found.origin and found.origin.endswith(".py") else None
     if origin is not None:
         read_source(origin)

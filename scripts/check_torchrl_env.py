@@ -1,8 +1,9 @@
 """Check that the installed torch + tensordict + torchrl stack works, in seconds, on CPU.
 
-Reports versions, whether tensordict is inside the range torchrl declares, whether torch
-matches the release torchrl's compiled extension was built for, whether that extension
-loads, the accelerators present, a core smoke on the real library (PendulumEnv rollout
+Reports versions, whether tensordict is inside the range torchrl declares, whether every
+other package torchrl requires is installed in its declared range, whether torch matches
+the release torchrl's compiled extension was built for, whether that extension loads, the
+accelerators present, a core smoke on the real library (PendulumEnv rollout
 with StepCounter, check_env_specs, replay buffer, prioritized replay with a priority
 update, TensorDictModule, step_mdp), and each optional backend as found or missing with
 the command that installs it. Nothing is downloaded and no optional backend is imported.
@@ -13,12 +14,12 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.metadata
-import importlib.util
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import skill_report as sr  # noqa: E402
@@ -49,7 +50,7 @@ OPTIONAL_BACKENDS = [
     ("hydra-core", "hydra", "Hydra configs in torchrl.trainers.algorithms"),
 ]
 
-EXAMPLE = "python scripts/check_torchrl_env.py --steps 5 --check-cli --json"
+EXAMPLE = "python $SKILL_DIR/scripts/check_torchrl_env.py --steps 5 --check-cli --json"
 
 
 def build_parser():
@@ -69,30 +70,68 @@ def torchrl_requirements() -> tuple:
     """torchrl's declared requirements as ``packaging.requirements.Requirement`` objects.
 
     Read once from ``importlib.metadata.requires("torchrl")`` (the installed wheel's
-    METADATA); parsing ~110 requirement strings per backend probe cost ~0.2 s.
+    METADATA); parsing ~110 requirement strings per backend probe cost ~0.2 s. packaging
+    is importable here: torchrl itself imports it (torchrl/_utils.py), and the stack probe
+    has already imported torchrl.
     """
     from packaging.requirements import Requirement
 
     return tuple(Requirement(r) for r in importlib.metadata.requires("torchrl") or [])
 
 
+def _canon(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _extras(req) -> list[str]:
+    """The extras a requirement belongs to (``extra == "marl"`` in its marker); [] for a required one."""
+    return re.findall(r'extra == "([^"]+)"', str(req.marker or ""))
+
+
+def _caps(specifier) -> bool:
+    """True when the specifier sets an upper bound (``<1.0``, ``==0.29``, ``~=1.3``)."""
+    return any(s.operator in ("<", "<=", "==", "===", "~=") for s in specifier)
+
+
+def _applies(req, extra: str) -> bool:
+    return req.marker is None or req.marker.evaluate({"extra": extra})
+
+
 def install_hint(dist: str) -> str:
     """``pip install DIST``, plus the torchrl extras that pull it in, read from metadata.
 
-    Example: ``install_hint("vmas") == "pip install vmas (or torchrl[marl])"`` on 0.14.1.
+    An extra is offered as an alternative only when it is safe here: its requirement for
+    DIST applies on this interpreter (its marker, e.g. ``python_version >= "3.12"``), sets
+    no upper bound, and none of the extra's other requirements would replace a package
+    already installed outside its specifier. Otherwise the extra is named with the reason.
+    torchrl 0.14.1 with gymnasium 1.4.0: ``install_hint("vmas") == "pip install vmas (or
+    torchrl[marl])"``; ``install_hint("mujoco")`` says that ``torchrl[gym-continuous]``
+    would replace gymnasium 1.4.0 (it pins ``gymnasium<1.0``).
     """
-    canon = dist.lower().replace("_", "-")
-    extras = sorted(
-        {
-            m.group(1)
-            for req in torchrl_requirements()
-            if req.name.lower().replace("_", "-") == canon and req.marker
-            for m in [re.search(r'extra == "([^"]+)"', str(req.marker))]
-            if m
-        }
-    )
-    alt = f" (or {', '.join(f'torchrl[{e}]' for e in extras)})" if extras else ""
-    return f"pip install {dist}{alt}"
+    reqs = torchrl_requirements()
+    usable, notes = set(), set()
+    for req in reqs:
+        if _canon(req.name) != _canon(dist):
+            continue
+        for extra in _extras(req):
+            clashes = [
+                f"{other.name} {have} (it pins {other.name}{other.specifier})"
+                for other in reqs
+                if extra in _extras(other) and _applies(other, extra) and _canon(other.name) != _canon(dist)
+                for have in [sr.installed_version(other.name)]
+                if have is not None and not other.specifier.contains(have, prereleases=True)
+            ]
+            if not _applies(req, extra):
+                where = re.sub(r'\s*(and|or)?\s*extra == "[^"]+"\s*(and|or)?\s*', " ", str(req.marker)).strip()
+                notes.add(f"torchrl[{extra}] installs it only where {where}")
+            elif _caps(req.specifier):
+                notes.add(f"torchrl[{extra}] pins {req.name}{req.specifier}")
+            elif clashes:
+                notes.add(f"torchrl[{extra}] would also replace {', '.join(clashes)}")
+            else:
+                usable.add(f"torchrl[{extra}]")
+    hint = f"pip install {dist}" + (f" (or {', '.join(sorted(usable))})" if usable else "")
+    return "; ".join([hint, *sorted(notes)])
 
 
 def check_versions(versions: dict) -> str:
@@ -111,6 +150,34 @@ def check_tensordict_range() -> str:
             )
             return f"tensordict {found} satisfies torchrl's tensordict{req.specifier}"
     raise sr.CheckFailed("torchrl's metadata declares no tensordict requirement; reinstall torchrl")
+
+
+def check_requirements() -> str:
+    """Every package torchrl requires (no extra) is installed inside its declared range.
+
+    The list is torchrl's own metadata, not ours: on 0.14.1 pyvers, hoptorch, numpy,
+    packaging, cloudpickle (torch and tensordict have their own rows). A ``pip install
+    --no-deps torchrl`` leaves them out and ``import torchrl`` may still succeed: a
+    missing hoptorch only surfaces at ``recurrent_backend="scan"``
+    (torchrl/modules/tensordict_module/rnn.py, 0.14.1).
+    """
+    own_rows = {"torch", "tensordict"}
+    required = [r for r in torchrl_requirements() if not _extras(r) and (r.marker is None or r.marker.evaluate({"extra": ""}))]
+    faults, found = [], []
+    for req in required:
+        if _canon(req.name) in own_rows:
+            continue
+        version = sr.installed_version(req.name)
+        if version is None:
+            faults.append((f"{req.name} is not installed", req))
+        elif not req.specifier.contains(version, prereleases=True):
+            faults.append((f"{req.name} {version} is outside {req.name}{req.specifier}", req))
+        else:
+            found.append(f"{req.name} {version}")
+    if faults:
+        pins = " ".join(f"'{req.name}{req.specifier}'" for _, req in faults)
+        raise sr.CheckFailed(f"torchrl {sr.installed_version('torchrl')} requires: {'; '.join(w for w, _ in faults)}; fix: pip install {pins}")
+    return f"torchrl's {len(found)} required packages installed in range: {', '.join(found)}"
 
 
 def check_torch_build() -> str:
@@ -151,7 +218,7 @@ def check_extension() -> str:
     return "torchrl._torchrl loaded"
 
 
-def check_accelerator(device: str) -> str:
+def check_accelerator(args) -> str:
     """Report CUDA build/availability; never a failure on CPU."""
     import torch
 
@@ -161,11 +228,19 @@ def check_accelerator(device: str) -> str:
         parts.append(f"{len(names)} GPU(s): {', '.join(names)}")
     else:
         parts.append("no GPU visible; running on CPU")
-    parts.append(f"checks run on {device}")
+    parts.append(f"checks run on {args.device}")
     return "; ".join(parts)
 
 
+class Pendulum(NamedTuple):
+    """What the core smoke hands on: the env and its rollout (a TensorDict of batch [steps])."""
+
+    env: Any
+    rollout: Any
+
+
 def make_env(device: str):
+    """``TransformedEnv(PendulumEnv(device=device), StepCounter())``, seeded with 0."""
     from torchrl.envs import PendulumEnv, StepCounter, TransformedEnv
 
     env = TransformedEnv(PendulumEnv(device=device), StepCounter())
@@ -173,28 +248,36 @@ def make_env(device: str):
     return env
 
 
-def check_rollout(env, steps: int):
-    """Rollout of ``steps`` steps: batch [steps], ("next", "reward") [steps, 1], step_count 1..steps."""
+def verify_rollout(td, steps: int) -> str:
+    """A rollout of ``steps`` steps: batch [steps], ("next", "reward") [steps, 1], step_count 1..steps."""
     import torch
 
-    td = env.rollout(steps)
     sr.expect(td.batch_size == torch.Size([steps]), f"rollout batch_size {td.batch_size}, expected [{steps}]")
-    sr.expect(("next", "reward") in td.keys(True), 'rollout lacks ("next", "reward")')
+    keys = td.keys(True)
+    sr.expect(("next", "reward") in keys, 'rollout lacks ("next", "reward")')
+    sr.expect(("next", "step_count") in keys, 'rollout lacks ("next", "step_count"): StepCounter wrote nothing')
     counts = td["next", "step_count"].squeeze(-1).tolist()
     sr.expect(counts == list(range(1, steps + 1)), f"StepCounter wrote {counts}, expected 1..{steps}")
-    return td, f'PendulumEnv+StepCounter rollout: batch [{steps}], ("next","reward") {list(td["next", "reward"].shape)}'
+    return f'PendulumEnv+StepCounter rollout: batch [{steps}], ("next","reward") {list(td["next", "reward"].shape)}'
 
 
-def check_specs(env) -> str:
+def check_rollout(args):
+    env = make_env(args.device)
+    td = env.rollout(args.steps)
+    return sr.Passed(verify_rollout(td, args.steps), Pendulum(env, td))
+
+
+def check_specs(pendulum) -> str:
     from torchrl.envs.utils import check_env_specs
 
-    check_env_specs(env, seed=0)
+    check_env_specs(pendulum.env, seed=0)
     return "check_env_specs(env) passed"
 
 
-def check_replay_buffer(td) -> str:
+def check_replay_buffer(pendulum) -> str:
     from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
 
+    td = pendulum.rollout
     rb = TensorDictReplayBuffer(storage=LazyTensorStorage(100), batch_size=4)
     rb.extend(td)
     sample = rb.sample()
@@ -204,7 +287,7 @@ def check_replay_buffer(td) -> str:
     return f"TensorDictReplayBuffer: extended {len(rb)}, sampled {list(sample.batch_size)}"
 
 
-def check_prioritized(td) -> str:
+def check_prioritized(pendulum) -> str:
     """A priority update must change what is sampled (exercises torchrl._torchrl)."""
     import torch
     from torchrl.data import LazyTensorStorage, TensorDictPrioritizedReplayBuffer
@@ -212,7 +295,7 @@ def check_prioritized(td) -> str:
     torch.manual_seed(0)
     try:  # PrioritizedSampler.__init__ builds the segment trees: it raises first
         rb = TensorDictPrioritizedReplayBuffer(alpha=1.0, beta=0.5, storage=LazyTensorStorage(100), batch_size=64)
-        idx = rb.extend(td)
+        idx = rb.extend(pendulum.rollout)
         priority = torch.full((len(idx),), 1e-6)
         priority[0] = 1.0
         rb.update_priority(idx, priority)
@@ -244,25 +327,31 @@ def make_policy():
     return TensorDictModule(AnglePolicy(), in_keys=["th", "thdot"], out_keys=["action"])
 
 
-def check_module(env) -> str:
+def check_module(pendulum) -> str:
     import torch
 
     torch.manual_seed(0)
-    policy = make_policy()
-    td = env.rollout(3, policy)
+    env = pendulum.env
+    td = env.rollout(3, make_policy())
     sr.expect(td["action"].shape == torch.Size([3, 1]), f"policy action shape {td['action'].shape}, expected [3, 1]")
     sr.expect(env.action_spec.is_in(td["action"]), "policy actions fall outside env.action_spec")
     return 'TensorDictModule(in_keys=["th","thdot"], out_keys=["action"]) drove a rollout: "action" [3, 1]'
 
 
-def check_step_mdp(td) -> str:
+def check_step_mdp(pendulum) -> str:
     import torch
     from torchrl.envs.utils import step_mdp
 
+    td = pendulum.rollout
     nxt = step_mdp(td[0])
     sr.expect(torch.equal(nxt["th"], td[0]["next", "th"]), 'step_mdp did not move ("next", "th") to "th"')
     sr.expect("next" not in nxt.keys(), "step_mdp output still holds 'next'")
     return 'step_mdp moved ("next","th") to "th" and dropped "next"'
+
+
+def check_backend(dist: str, module: str, purpose: str) -> str:
+    """Found (with its version) or missing (with the install command); never imported."""
+    return f"{sr.optional_backend(dist, module, install_hint(dist))} ({purpose})"
 
 
 def check_cli(name: str) -> str:
@@ -276,49 +365,35 @@ def check_cli(name: str) -> str:
     return f"{path} --help exited 0"
 
 
-def run_checks(args, report: sr.Report) -> None:
-    import torch
+CHECKS = [
+    sr.Check("versions", check_versions),
+    sr.Check("tensordict-in-torchrl-range", check_tensordict_range),
+    sr.Check("torchrl-requirements", check_requirements),
+    sr.Check("torch-matches-torchrl-build", check_torch_build),
+    sr.Check("compiled-extension", check_extension),
+    sr.Check("accelerator", check_accelerator),
+    sr.Check("core:pendulum-rollout", check_rollout, gives="pendulum"),
+    sr.Check("core:check_env_specs", check_specs),
+    sr.Check("core:replay-buffer", check_replay_buffer),
+    sr.Check("core:prioritized-replay", check_prioritized),
+    sr.Check("core:step_mdp", check_step_mdp),
+    sr.Check("core:tensordict-module", check_module),
+    *[sr.Check(f"backend:{dist}", functools.partial(check_backend, dist, module, purpose)) for dist, module, purpose in OPTIONAL_BACKENDS],
+    *[sr.Check(f"cli:{cli}", functools.partial(check_cli, cli), flag="check_cli") for cli in ("rlrender", "torchrl-render")],
+]
 
+
+def run_checks(args, report: sr.Report) -> None:
     if args.device != "cpu":
+        import torch
+
         try:
             torch.empty(1, device=args.device)
         except Exception as err:
             sr.cannot_run(f"--device {args.device} is not usable here ({type(err).__name__})", "use --device cpu")
-    versions = report.versions or sr.stack_versions()
-    report.run("versions", lambda: check_versions(versions))
-    report.run("tensordict-in-torchrl-range", check_tensordict_range)
-    report.run("torch-matches-torchrl-build", check_torch_build)
-    report.run("compiled-extension", check_extension)
-    report.run("accelerator", lambda: check_accelerator(args.device))
-
-    state: dict = {}
-
-    def rollout():
-        state["env"] = make_env(args.device)
-        state["td"], detail = check_rollout(state["env"], args.steps)
-        return detail
-
-    report.run("core:pendulum-rollout", rollout)
-    if "td" in state:
-        env, td = state["env"], state["td"]
-        report.run("core:check_env_specs", lambda: check_specs(env))
-        report.run("core:replay-buffer", lambda: check_replay_buffer(td))
-        report.run("core:prioritized-replay", lambda: check_prioritized(td))
-        report.run("core:step_mdp", lambda: check_step_mdp(td))
-        report.run("core:tensordict-module", lambda: check_module(env))
-        env.close()
-    else:
-        for name in ("check_env_specs", "replay-buffer", "prioritized-replay", "step_mdp", "tensordict-module"):
-            report.add(f"core:{name}", "skip", "no rollout to work on (see core:pendulum-rollout)")
-
-    for dist, module, purpose in OPTIONAL_BACKENDS:
-        report.run(f"backend:{dist}", lambda d=dist, m=module, p=purpose: f"{sr.optional_backend(d, m, install_hint(d))} ({p})")
-
-    for cli in ("rlrender", "torchrl-render"):
-        if args.check_cli:
-            report.run(f"cli:{cli}", lambda c=cli: check_cli(c))
-        else:
-            report.add(f"cli:{cli}", "skip", "not asked for (pass --check-cli)")
+    done = sr.run_declared(CHECKS, report, args=args, versions=report.versions or sr.stack_versions())
+    if "pendulum" in done:
+        done["pendulum"].env.close()
 
 
 def main(argv=None) -> int:

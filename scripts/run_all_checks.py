@@ -16,16 +16,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import skill_report as sr  # noqa: E402
 
-AREAS = [
-    "root",
-    "envs-and-transforms",
-    "collectors-and-replay",
-    "modules-and-policies",
-    "objectives-and-training",
-    "llm-vla-and-services",
-    "development-and-testing",
-]
-EXAMPLE = "python scripts/run_all_checks.py --only envs-and-transforms --json"
+AREAS = list(sr.AREAS)
+EXAMPLE = "python $SKILL_DIR/scripts/run_all_checks.py --only envs-and-transforms --json"
 
 
 def build_parser():
@@ -62,6 +54,7 @@ def run_script(path: Path, into: sr.Report) -> None:
         with sub.quiet_stdout():
             module = load_script(path)
             args = module.build_parser().parse_args([])
+            sub.timeout = getattr(args, "timeout", None)  # as standard_main gives it when run alone
             module.run_checks(args, sub)
     except sr.CannotRun:
         sub.add("cannot-run", "fail", "the script refused to run (see the line on stderr)")

@@ -52,10 +52,21 @@ from typing import Any, Callable, Iterator
 # Sibling modules (scripts put this folder on sys.path); their public names are part of
 # this helper's API, so scripts reach everything as ``sr.<name>``.
 import _user_code  # noqa: E402
+from _cli import EXIT_CODES_HELP, add_device_flag, add_timeout_flag, int_at_least, make_parser, number_above  # noqa: E402,F401
 from _processes import child_processes, leftover_processes  # noqa: E402,F401
 from _stack import SUPPORTED, VERIFIED, installed_version, require_stack, stack_versions  # noqa: E402,F401
 
 SCHEMA_ID = "torchrl-skill.report/1"
+# Where scripts live: "root" (scripts/) and the six sub-skills (sub-skills/<name>/scripts/).
+AREAS = (
+    "root",
+    "envs-and-transforms",
+    "collectors-and-replay",
+    "modules-and-policies",
+    "objectives-and-training",
+    "llm-vla-and-services",
+    "development-and-testing",
+)
 BUNDLE_ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_PATH = BUNDLE_ROOT / "scripts" / "report.schema.json"
 
@@ -64,15 +75,6 @@ EXIT_FAIL = 1
 EXIT_CANNOT_RUN = 2
 EXIT_INTERRUPTED = 130  # the shell's code for a SIGINT death (128 + 2)
 
-EXIT_CODES_HELP = (
-    "exit codes:\n"
-    "  0    no check failed (skip and missing optional backends are allowed)\n"
-    "  1    at least one check failed\n"
-    "  2    cannot run: bad arguments, a path that does not exist or cannot be read, a\n"
-    "       target that cannot be imported, or torch/tensordict/torchrl missing or outside\n"
-    "       the supported range (reason and fix on stderr, one line)\n"
-    "  130  interrupted (Ctrl-C); whatever the script started is stopped"
-)
 
 class CheckFailed(Exception):
     """Raise inside a check: the check ran and found a fault (status ``fail``)."""
@@ -113,72 +115,6 @@ def cannot_run(reason: str, fix: str = "") -> "CannotRun":
     line = f"{prog}: error: {reason}" + (f"; fix: {fix}" if fix else "")
     print(one_line(line), file=sys.stderr)
     raise CannotRun(EXIT_CANNOT_RUN)
-
-
-class _OneLineParser(argparse.ArgumentParser):
-    """argparse that reports a bad flag in one stderr line and exits 2."""
-
-    def error(self, message: str) -> "CannotRun":  # type: ignore[override]
-        cannot_run(message, f"run {self.prog} --help")
-
-
-def make_parser(doc: str | None, example: str) -> argparse.ArgumentParser:
-    """Build the contract CLI: ``--json``, the example and the exit codes in ``--help``.
-
-    ``doc``: the script's module docstring (its first paragraph becomes the description).
-    ``example``: one or more command lines shown under "example:".
-    """
-    description = (doc or "").strip().split("\n\n")[0]
-    epilog = f"example:\n  {example.strip()}\n\n{EXIT_CODES_HELP}"
-    parser = _OneLineParser(
-        description=description,
-        epilog=epilog,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--json", action="store_true", help="print one JSON report on stdout, nothing else")
-    return parser
-
-
-def add_device_flag(parser: argparse.ArgumentParser) -> None:
-    """Add ``--device`` (default ``cpu``); checks run on CPU unless asked otherwise."""
-    parser.add_argument("--device", default="cpu", help="torch device to run on (default: cpu)")
-
-
-def add_timeout_flag(parser: argparse.ArgumentParser, default: float = 60.0) -> None:
-    """Add ``--timeout SECONDS`` (default 60): the most one check may run (``Report.timeout``)."""
-    parser.add_argument(
-        "--timeout",
-        type=number_above(0.0),
-        default=default,
-        metavar="SECONDS",
-        help=f"wall-clock limit for each check that runs your code; a hang fails that check (default: {default:g})",
-    )
-
-
-def int_at_least(minimum: int) -> Callable[[str], int]:
-    """An argparse ``type=`` accepting integers >= ``minimum`` (bad values exit 2)."""
-
-    def parse(text: str) -> int:
-        value = int(text)
-        if value < minimum:
-            raise ValueError(text)
-        return value
-
-    parse.__name__ = f"integer >= {minimum}"
-    return parse
-
-
-def number_above(minimum: float) -> Callable[[str], float]:
-    """An argparse ``type=`` accepting finite numbers > ``minimum`` (bad values exit 2)."""
-
-    def parse(text: str) -> float:
-        value = float(text)
-        if not value > minimum or value == float("inf"):
-            raise ValueError(text)
-        return value
-
-    parse.__name__ = f"number > {minimum:g}"
-    return parse
 
 
 @dataclass
@@ -450,15 +386,18 @@ def standard_main(
     build_parser: Callable[[], argparse.ArgumentParser],
     run_checks: Callable[[argparse.Namespace, "Report"], None],
     argv: list[str] | None,
+    import_torchrl: bool = True,
 ) -> int:
     """The shared body of every check script's ``main``: parse, probe, check, report.
 
     The all-checks runner (scripts/run_all_checks.py) calls ``build_parser`` and
     ``run_checks`` itself so that every script runs in one process. A script with a
-    ``--timeout`` flag gets that limit on each of its checks.
+    ``--timeout`` flag gets that limit on each of its checks. ``import_torchrl=False``:
+    the versions are checked but torchrl is not imported (a script whose work happens in
+    a child process, like audit_run.py, saves the import).
     """
     args = build_parser().parse_args(argv)
-    versions = require_stack()
+    versions = require_stack(import_torchrl)
     report = Report(
         script_file,
         json_mode=getattr(args, "json", False),

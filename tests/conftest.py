@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BUNDLE = Path(__file__).resolve().parent.parent
 TESTS = BUNDLE / "tests"
 FIXTURES = TESTS / "fixtures"
@@ -55,19 +57,24 @@ def load_module(path: Path | str):
     return importlib.import_module(path.stem)
 
 
-def run_main(script: Path | str, *argv: str) -> tuple[int, dict]:
-    """Run a script's ``main([..., "--json"])`` in this process: ``(exit code, report)``.
+def run_main(script: Path | str, *argv: str, stderr: bool = False):
+    """Run a script's ``main(["--json", *argv])`` in this process: ``(exit code, report)``,
+    or ``(exit code, report, stderr text)`` with ``stderr=True``.
 
-    Exit 2 (``CannotRun``) gives ``(2, {})``: there is no report then.
+    ``--json`` goes first, so argv may end with ``-- ARGS`` for the target. Exit 2
+    (``CannotRun``) gives an empty report: there is none then.
     """
     module = load_module(script)
-    out = io.StringIO()
+    out, err = io.StringIO(), io.StringIO()
+    # stderr stays where it was (pytest's capsys) unless the caller asks for it here
+    catch_err = contextlib.redirect_stderr(err) if stderr else contextlib.nullcontext()
     try:
-        with contextlib.redirect_stdout(out):
-            code = module.main([*argv, "--json"])
-    except skill_report.CannotRun as err:
-        return err.code, {}
-    return code, json.loads(out.getvalue())
+        with contextlib.redirect_stdout(out), catch_err:
+            code = module.main(["--json", *argv])
+        report = json.loads(out.getvalue())
+    except skill_report.CannotRun as stop:
+        code, report = stop.code, {}
+    return (code, report, err.getvalue()) if stderr else (code, report)
 
 
 def rows(report: dict) -> dict[str, tuple[str, str]]:
@@ -101,3 +108,26 @@ def run_python(args: list[str], timeout: int = 300, cwd: Path | None = None, env
         [sys.executable, *args], capture_output=True, text=True, timeout=timeout,
         cwd=str(cwd or BUNDLE.parent), env=full_env,
     )
+
+
+@pytest.fixture(autouse=True)
+def _drop_user_folders_from_sys_path():
+    """Take out of sys.path the folders outside the bundle that a test's in-process run put
+    there (the user-code loader puts a target's folder first, as Python does for a script),
+    so one test's files never shadow modules for the next test or the workers it spawns.
+    Bundle folders stay: modules imported from them are cached and may import siblings."""
+    saved = set(sys.path)
+    yield
+    bundle = str(BUNDLE)
+    sys.path[:] = [p for p in sys.path if p in saved or p == "" or p.startswith(bundle)]
+
+
+@pytest.fixture
+def run_without():
+    """``run_without(["hoptorch"], [script, *argv])`` (or ``[..., "-c", code]``): :func:`run_python`
+    with those distributions absent for the child only (tests/hide_distributions.py)."""
+
+    def run(names: list[str], args: list[str], **kwargs) -> subprocess.CompletedProcess:
+        return run_python([str(TESTS / "hide_distributions.py"), ",".join(names), *args], **kwargs)
+
+    return run

@@ -1,4 +1,4 @@
-"""Run markdown python blocks (JSON list on stdin) and print one JSON list of results.
+"""Run markdown python blocks (a JSON list, from --blocks FILE or stdin) and print one JSON list of results.
 
 Each block runs alone as a temporary script with ``__name__ == "__main__"`` (so spawn
 workers can re-import it), in a temporary working directory, with a per-block alarm,
@@ -89,9 +89,10 @@ def run_block(block: dict, timeout: int, workdir: Path, index: int) -> str | Non
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--timeout", type=int, default=30)
+    parser.add_argument("--timeout", type=int, default=180, help="seconds before a block counts as hung")
+    parser.add_argument("--blocks", type=Path, default=None, help="JSON file of blocks (default: stdin)")
     args = parser.parse_args()
-    blocks = json.load(sys.stdin)
+    blocks = json.loads(args.blocks.read_text()) if args.blocks else json.load(sys.stdin)
     results = []
     with tempfile.TemporaryDirectory(prefix="torchrl-skill-md-") as tmp:
         for i, block in enumerate(blocks):

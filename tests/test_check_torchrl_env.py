@@ -5,9 +5,12 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shutil
+import site
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import check_torchrl_env as env_check
 import pytest
@@ -32,6 +35,10 @@ sys.meta_path.insert(0, _Broken())
 p = sys.argv[1]; sys.argv = sys.argv[1:]
 runpy.run_path(p, run_name="__main__")
 """
+# Layers the running interpreter's packages under a venv's own (the venv's torch wins):
+# read by a .pth file of the torch-2.13 venv, so one venv serves "only torch" and "torch
+# 2.13 under the verified stack".
+LAYER_VAR = "TORCHRL_SKILL_TEST_LAYER_SITE"
 
 
 def _by_name(report: dict) -> dict:
@@ -42,11 +49,12 @@ def test_verified_stack_passes_the_acceptance_rows(tmp_path):
     proc = run_python([str(SCRIPT), "--json", "--steps", "4"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     rows = _by_name(json.loads(proc.stdout))
-    for name in ("versions", "tensordict-in-torchrl-range", "torch-matches-torchrl-build", "compiled-extension",
-                 "core:pendulum-rollout", "core:check_env_specs", "core:replay-buffer", "core:prioritized-replay",
-                 "core:step_mdp", "core:tensordict-module"):
+    for name in ("versions", "tensordict-in-torchrl-range", "torchrl-requirements", "torch-matches-torchrl-build",
+                 "compiled-extension", "core:pendulum-rollout", "core:check_env_specs", "core:replay-buffer",
+                 "core:prioritized-replay", "core:step_mdp", "core:tensordict-module"):
         assert rows[name]["status"] == "pass", rows[name]
     assert "batch [4]" in rows["core:pendulum-rollout"]["detail"]
+    assert "hoptorch" in rows["torchrl-requirements"]["detail"]
     backends = [r for n, r in rows.items() if n.startswith("backend:")]
     assert len(backends) == len(env_check.OPTIONAL_BACKENDS)
     assert {r["status"] for r in backends} <= {"pass", "missing"}
@@ -54,7 +62,11 @@ def test_verified_stack_passes_the_acceptance_rows(tmp_path):
         if r["status"] == "missing":
             assert "pip install" in r["detail"]
     assert rows["backend:gymnasium"]["status"] == "pass"
-    assert rows["cli:rlrender"]["status"] == "skip"
+    assert (rows["cli:rlrender"]["status"], rows["cli:rlrender"]["detail"]) == ("skip", "not asked for (pass --check-cli)")
+
+
+def test_checks_are_declared_once():
+    assert sr.validate_declared(env_check.CHECKS, {"args", "versions"}) == []
 
 
 def test_check_cli_finds_console_scripts(tmp_path):
@@ -75,31 +87,93 @@ def test_broken_extension_fails_naming_symbol_and_fix(tmp_path):
     assert "SumSegmentTreeFp32 is not available" in rows["core:prioritized-replay"]["detail"]
 
 
+def test_missing_required_dependency_fails_naming_it_and_the_pip_command(run_without, tmp_path):
+    # hoptorch is a required dependency of torchrl 0.14.1 that `import torchrl` does not
+    # need: a --no-deps install leaves it out silently (issue 16, item 10).
+    proc = run_without(["hoptorch"], [str(SCRIPT), "--json"], cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    rows = _by_name(json.loads(proc.stdout))
+    req = rows["torchrl-requirements"]
+    assert req["status"] == "fail"
+    assert "hoptorch is not installed" in req["detail"] and "fix: pip install 'hoptorch>=0.1.4'" in req["detail"]
+    others = [r for n, r in rows.items() if r["status"] == "fail" and n != "torchrl-requirements"]
+    assert others == []
+
+
+def test_requirement_outside_its_range_fails(monkeypatch):
+    real = sr.installed_version
+    monkeypatch.setattr(sr, "installed_version", lambda dist: "0.1.0" if dist == "pyvers" else real(dist))
+    with pytest.raises(sr.CheckFailed, match=r"pyvers 0\.1\.0 is outside pyvers>=0\.2\.3; fix: pip install 'pyvers>=0\.2\.3'"):
+        env_check.check_requirements()
+
+
+def test_missing_packaging_exits_2_in_one_line(run_without, tmp_path):
+    # torchrl imports packaging at import time (torchrl/_utils.py): the stack probe says so.
+    proc = run_without(["packaging"], [str(SCRIPT)], cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr and "packaging" in lines[0], proc.stderr[-2000:]
+
+
 def _local_cpu_wheel() -> str | None:
     found = sorted(glob.glob("/opt/wheels/torch-2.13.0*cpu*.whl"))
     return found[0] if found else None
 
 
-@pytest.fixture(scope="session")
-def torch_213_python() -> str:
-    """A venv layering the torch 2.13.0 CPU wheel over the verified stack (cached)."""
+def _site_dirs() -> list[str]:
+    """The running interpreter's package folders (a venv's own when pytest runs in one)."""
+    dirs = [*site.getsitepackages(), site.getusersitepackages()]
+    return [d for d in dict.fromkeys(dirs) if Path(d).is_dir()]
+
+
+@pytest.fixture(scope="module")
+def torch_213_venv(tmp_path_factory) -> SimpleNamespace:
+    """A venv holding only the torch 2.13.0 CPU wheel, under this run's temporary folder.
+
+    ``python``: its interpreter. ``layer_env``: the environment that layers the running
+    interpreter's packages (tensordict, torchrl 0.14.1, torch 2.14.1 shadowed) under it.
+    Built once per module on the worker that runs these tests (they share an xdist
+    group), removed at the end; skipped when the wheel is not on this machine.
+    """
     wheel = _local_cpu_wheel()
     if wheel is None:
-        pytest.skip("no local torch 2.13.0 CPU wheel; test_broken_extension_fails_naming_symbol_and_fix covers it")
-    venv = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "torchrl-skill" / "venv-torch-2.13.0-cpu"
+        pytest.skip("no torch 2.13.0 CPU wheel in /opt/wheels; test_broken_extension_fails_naming_symbol_and_fix "
+                    "reproduces the same fault with a planted import error")
+    venv = tmp_path_factory.mktemp("venv-torch-2.13.0-cpu")
+    subprocess.run([sys.executable, "-m", "venv", "--clear", "--without-pip", str(venv)], check=True, timeout=300)
     python = venv / "bin" / "python"
-    probe = [str(python), "-c", "import torch; assert torch.__version__.startswith('2.13.0')"]
-    if not python.exists() or subprocess.run(probe, capture_output=True).returncode != 0:
-        subprocess.run([sys.executable, "-m", "venv", "--clear", "--system-site-packages", str(venv)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", wheel], check=True, timeout=900)
-    return str(python)
+    own_site = subprocess.run([str(python), "-c", "import site; print(site.getsitepackages()[0])"],
+                              capture_output=True, text=True, check=True, timeout=120).stdout.strip()
+    # --no-deps: the wheel alone (its own dependencies come with the layer); nothing downloaded.
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile", "--no-index",
+                    "--target", own_site, wheel], check=True, timeout=900)
+    Path(own_site, "zz_test_layer.pth").write_text(
+        # one line, run by site.py at start-up (a comprehension there cannot see `site`)
+        f"import os, site; list(map(site.addsitedir, filter(None, os.environ.get({LAYER_VAR!r}, '').split(os.pathsep))))\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("TORCHRL_CONSOLE_STREAM", "PYTHONPATH", LAYER_VAR)}
+    yield SimpleNamespace(python=str(python), env=env, layer_env={**env, LAYER_VAR: os.pathsep.join(_site_dirs())})
+    shutil.rmtree(venv, ignore_errors=True)
 
 
 @pytest.mark.slow
-def test_real_torch_213_mismatch_exits_1(torch_213_python, tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "TORCHRL_CONSOLE_STREAM"}
-    proc = subprocess.run([torch_213_python, str(SCRIPT), "--json"], capture_output=True, text=True,
-                          cwd=tmp_path, env=env, timeout=300)
+@pytest.mark.xdist_group("torch-2.13-venv")
+def test_venv_with_only_torch_exits_2_in_one_line(torch_213_venv, tmp_path):
+    # issue 16 item 2: the helper must not import packaging (or anything but the standard
+    # library) before it can say that tensordict/torchrl are missing.
+    proc = subprocess.run([torch_213_venv.python, str(SCRIPT)], capture_output=True, text=True,
+                          cwd=tmp_path, env=torch_213_venv.env, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert "tensordict is not installed" in lines[0] and "pip install" in lines[0]
+    assert proc.stdout == ""
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("torch-2.13-venv")
+def test_real_torch_213_mismatch_exits_1(torch_213_venv, tmp_path):
+    proc = subprocess.run([torch_213_venv.python, str(SCRIPT), "--json"], capture_output=True, text=True,
+                          cwd=tmp_path, env=torch_213_venv.layer_env, timeout=600)
     assert proc.returncode == 1, proc.stderr[-2000:]
     rows = _by_name(json.loads(proc.stdout))
     assert rows["versions"]["detail"].count("torch 2.13.0") == 1
@@ -107,6 +181,7 @@ def test_real_torch_213_mismatch_exits_1(torch_213_python, tmp_path):
     assert "undefined symbol" in rows["compiled-extension"]["detail"]
     assert rows["torch-matches-torchrl-build"]["status"] == "fail"
     assert rows["core:prioritized-replay"]["status"] == "fail"
+    assert "SumSegmentTreeFp32 is not available" in rows["core:prioritized-replay"]["detail"]
 
 
 def test_tensordict_outside_declared_range_fails(monkeypatch):
@@ -123,27 +198,44 @@ def test_torch_minor_mismatch_fails(monkeypatch):
         env_check.check_torch_build()
 
 
+def _pendulum(steps: int = 5) -> env_check.Pendulum:
+    return env_check.check_rollout(SimpleNamespace(device="cpu", steps=steps)).value
+
+
 def test_priority_update_that_does_nothing_is_caught(monkeypatch):
     from torchrl.data import TensorDictPrioritizedReplayBuffer
 
+    pendulum = _pendulum()
+    env_check.check_prioritized(pendulum)  # the real update passes
     monkeypatch.setattr(TensorDictPrioritizedReplayBuffer, "update_priority", lambda self, index, priority: None)
-    env = env_check.make_env("cpu")
-    td, _ = env_check.check_rollout(env, 5)
     with pytest.raises(sr.CheckFailed, match="after update_priority"):
-        env_check.check_prioritized(td)
+        env_check.check_prioritized(pendulum)
 
 
 def test_stepcounter_not_counting_is_caught():
     from torchrl.envs import PendulumEnv
 
     env = PendulumEnv()  # no StepCounter attached: the rollout has no step_count
-    with pytest.raises(KeyError):
-        env_check.check_rollout(env, 3)
+    with pytest.raises(sr.CheckFailed, match="StepCounter wrote nothing"):
+        env_check.verify_rollout(env.rollout(3), 3)
 
 
 def test_install_hint_reads_extras_from_metadata():
     assert env_check.install_hint("vmas") == "pip install vmas (or torchrl[marl])"
     assert env_check.install_hint("av") == "pip install av"
+
+
+def test_install_hint_never_offers_an_extra_that_downgrades():
+    # torchrl 0.14.1's gym-continuous extra pins gymnasium<1.0 (issue 16, item 10).
+    gym = env_check.install_hint("gymnasium")
+    assert gym.startswith("pip install gymnasium (or torchrl[atari]);"), gym
+    assert "torchrl[gym-continuous] pins gymnasium<1.0" in gym
+    mujoco = env_check.install_hint("mujoco")
+    assert mujoco.startswith("pip install mujoco;"), mujoco
+    assert "torchrl[gym-continuous] would also replace gymnasium 1.4.0 (it pins gymnasium<1.0)" in mujoco
+    # a marker that excludes this interpreter (lerobot needs Python 3.12; 3.11 here)
+    if sys.version_info < (3, 12):
+        assert "torchrl[vla] installs it only where python_version >= \"3.12\"" in env_check.install_hint("lerobot")
 
 
 def test_unusable_device_exits_2(tmp_path):
@@ -152,7 +244,23 @@ def test_unusable_device_exits_2(tmp_path):
     assert len(proc.stderr.strip().splitlines()) == 1 and "--device cuda:7" in proc.stderr
 
 
-def test_too_old_torchrl_exits_2(monkeypatch):
-    monkeypatch.setattr(sr, "installed_version", lambda dist: {"torchrl": "0.13.1"}.get(dist, "2.14.1" if dist == "torch" else "0.14.3"))
+def _fake_stack(monkeypatch, **versions):
+    # the stack probe reads versions where require_stack lives (skill_report re-exports it)
+    verified = {"torch": "2.14.1", "tensordict": "0.14.3", "torchrl": "0.14.1"}
+    monkeypatch.setattr(f"{sr.require_stack.__module__}.installed_version", lambda dist: {**verified, **versions}.get(dist))
+
+
+@pytest.mark.parametrize("torchrl", ["0.13.1", "0.15.0"])
+def test_torchrl_outside_the_verified_line_exits_2(monkeypatch, capsys, torchrl):
+    _fake_stack(monkeypatch, torchrl=torchrl)
     with pytest.raises(sr.CannotRun):
         sr.require_stack(import_torchrl=False)
+    assert f"torchrl {torchrl} is outside the range this bundle supports" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("tensordict", ["0.13.0", "0.15.0"])
+def test_tensordict_outside_the_verified_line_exits_2(monkeypatch, capsys, tensordict):
+    _fake_stack(monkeypatch, tensordict=tensordict)
+    with pytest.raises(sr.CannotRun):
+        sr.require_stack(import_torchrl=False)
+    assert f"tensordict {tensordict} is outside the range this bundle supports" in capsys.readouterr().err

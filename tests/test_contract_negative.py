@@ -32,6 +32,19 @@ def test_size_rejects_long_skill_and_reference_without_contents():
     assert "## Contents" in joined(dc.check_size(FIX / "long_reference.md"))
 
 
+def test_size_rejects_root_over_150_lines_and_1500_tokens():
+    text = joined(dc.check_size(FIX / "fat-route" / "SKILL.md", is_root=True))
+    assert "lines (max 150)" in text and "tokens (max 1500)" in text
+    assert dc.check_size(FIX / "fat-route" / "SKILL.md", is_root=False) == []  # a sub-skill may be that long
+
+
+def test_route_budget_rejects_a_route_over_6000_tokens():
+    root = FIX / "fat-route"
+    text = joined(dc.check_route_budget(root / "sub-skills" / "fat", root))
+    assert "route SKILL.md + sub-skills/fat/SKILL.md + sub-skills/fat/references/big.md" in text
+    assert "(max 6000)" in text and "small.md" not in text
+
+
 def test_routing_rejects_unlinked_reference():
     text = joined(dc.check_references_linked(FIX / "bad-skill"))
     assert "references/unlinked.md" in text
@@ -72,7 +85,49 @@ def test_block_execution_rejects_failing_and_non_raising_blocks():
 def test_commands_reject_unknown_flag_and_script():
     text = joined(dc.check_commands(FIX / "bad_commands.md"))
     assert "no flag --no-such-flag" in text
-    assert "names no bundled script" in text
+    assert "`python scripts/does_not_exist.py` names no bundled script" in text
+    # $SKILL_DIR is the bundle root: a path relative to a sub-skill or to the file is wrong
+    assert "`python $SKILL_DIR/check_torchrl_env.py` names no bundled script" in text
+    assert "--steps" not in text
+
+
+def test_commands_reject_a_bundled_script_without_skill_dir():
+    problems = dc.check_skill_dir_commands(FIX / "bad_commands.md")
+    assert problems == ["bad_commands.md:4: write `python $SKILL_DIR/scripts/check_torchrl_env.py`, not "
+                        "`python scripts/check_torchrl_env.py` (the command runs from the user's project)"]
+
+
+def test_a_script_whose_parser_breaks_fails_the_command_check():
+    # doccheck.script_help raises instead of reporting "no flag": a broken script must
+    # fail the docs test that reads its --help (issue 15).
+    with pytest.raises(RuntimeError, match="planted: this parser cannot be built"):
+        dc.check_commands(FIX / "broken_help.md")
+
+
+def test_proofs_reject_unproven_sections():
+    text = joined(dc.check_proofs(FIX / "unproven.md"))
+    problems = text.splitlines()
+    flagged = {line.split("'")[1] for line in problems}
+    assert flagged == {
+        "## A gotcha without proof", "## A proof naming a missing test", "## A proof naming a missing file",
+        "## A proof that is no test id", "## Only a block that does not run",
+        "## A heading in a code block does not start a section",
+    }
+    assert "no test function test_no_such_test in tests/test_contract_negative.py" in text
+    assert "no file tests/test_no_such_file.py" in text
+    assert "is not a test id of the form tests/test_x.py::test_y" in text
+    assert "not a heading" not in text and "Generated from data" not in text and "Contents" not in text
+
+
+def test_script_table_rejects_a_stale_readme(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("# x\n")
+    assert "no generated script table" in joined(dc.check_script_table(readme))
+    fresh = dc.render_script_table()
+    readme.write_text(f"# x\n\n{fresh}\n")
+    assert dc.check_script_table(readme) == []
+    readme.write_text(f"# x\n\n{fresh.replace('Run every bundled check script', 'Run some checks')}\n")
+    assert "script table is stale" in joined(dc.check_script_table(readme))
 
 
 def test_troubleshooting_rejects_incomplete_entry():

@@ -14,6 +14,8 @@ import pytest
 from conftest import BUNDLE, SCRIPTS
 
 MARKDOWN = dc.bundle_markdown()
+AGENT_MARKDOWN = dc.agent_markdown()
+REFERENCES = dc.reference_files()
 SKILL_DIRS = dc.skill_dirs()
 SUB_SKILLS = [
     "envs-and-transforms", "collectors-and-replay", "modules-and-policies",
@@ -66,6 +68,18 @@ def test_size_budgets(md: Path):
     assert dc.check_size(md, is_root=md == BUNDLE / "SKILL.md") == []
 
 
+@pytest.mark.parametrize("skill_dir", SKILL_DIRS, ids=lambda d: d.name)
+def test_route_token_budget(skill_dir: Path):
+    problems = dc.check_route_budget(skill_dir)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("md", REFERENCES, ids=md_id)
+def test_every_section_proves_itself(md: Path):
+    problems = dc.check_proofs(md)
+    assert not problems, f"{len(problems)} section(s) of {md_id(md)} lack a proof:\n" + "\n".join(problems)
+
+
 @pytest.mark.parametrize("md", MARKDOWN, ids=md_id)
 def test_inline_names_resolve(md: Path):
     assert dc.check_inline_names(md) == []
@@ -89,6 +103,16 @@ def test_python_blocks_run(md: Path):
 @pytest.mark.parametrize("md", MARKDOWN, ids=md_id)
 def test_commands_name_real_scripts_and_flags(md: Path):
     assert dc.check_commands(md) == []
+
+
+@pytest.mark.parametrize("md", AGENT_MARKDOWN, ids=md_id)
+def test_commands_run_from_the_users_project(md: Path):
+    problems = dc.check_skill_dir_commands(md)
+    assert not problems, "\n".join(problems)
+
+
+def test_readme_script_table_is_current():
+    assert dc.check_script_table(BUNDLE / "README.md") == []
 
 
 @pytest.mark.parametrize("md", [m for m in MARKDOWN if m.name == "troubleshooting.md"], ids=md_id)

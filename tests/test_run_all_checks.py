@@ -13,10 +13,17 @@ RUNNER = BUNDLE / "scripts" / "run_all_checks.py"
 SCHEMA = json.loads((BUNDLE / "scripts" / "report.schema.json").read_text())
 
 
+def test_report_schema_is_a_valid_json_schema():
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
+
+
 def test_full_run_covers_every_script_and_passes(tmp_path):
-    proc = run_python([str(RUNNER), "--json"], cwd=tmp_path, timeout=900)
+    # under pytest's 600 s limit, so a hang fails here with the runner's own output
+    proc = run_python([str(RUNNER), "--json"], cwd=tmp_path, timeout=570)
+    assert proc.stdout.count("\n") == 1, proc.stdout[:500]  # one JSON object, nothing else
     report = json.loads(proc.stdout)
     jsonschema.validate(report, SCHEMA)
+    assert report["script"] == "scripts/run_all_checks.py" and report["ok"] is True
     failed = [c for c in report["checks"] if c["status"] == "fail"]
     assert proc.returncode == 0 and not failed, failed
     prefixes = {c["name"].split(":", 1)[0] for c in report["checks"]}
@@ -58,3 +65,22 @@ def test_a_failing_script_fails_the_run(tmp_path, monkeypatch):
     assert rows["planted/crashing_check:script-error"].status == "fail"
     assert "cannot even import" in rows["planted/crashing_check:script-error"].detail
     assert report.finish() == 1
+
+
+def test_a_scripts_timeout_holds_inside_the_runner(tmp_path, monkeypatch):
+    hanging = tmp_path / "hanging_check.py"
+    hanging.write_text(
+        "import sys, time\n"
+        f"sys.path.insert(0, {str(BUNDLE / 'scripts')!r})\n"
+        "import skill_report as sr\n"
+        "def build_parser():\n"
+        "    parser = sr.make_parser('x', 'python hanging_check.py')\n"
+        "    sr.add_timeout_flag(parser, default=1.0)\n"
+        "    return parser\n"
+        "def run_checks(args, report):\n    report.run('hangs', lambda: time.sleep(120))\n"
+    )
+    report = sr.Report(str(RUNNER), json_mode=True)
+    monkeypatch.setattr(sr, "script_area", lambda path, root=None: "planted")
+    run_all_checks.run_script(hanging, report)
+    row = report.result("planted/hanging_check:hangs")
+    assert row.status == "fail" and row.seconds < 60, row

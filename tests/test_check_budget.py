@@ -1,0 +1,33 @@
+"""benchmarks/check_budget.py: the budget meter's CLI (what it measures is never asserted)."""
+
+from __future__ import annotations
+
+import re
+
+from conftest import BUNDLE, run_python
+
+BUDGET = BUNDLE / "benchmarks" / "check_budget.py"
+
+
+def test_help_lists_example_and_exit_codes():
+    proc = run_python([str(BUDGET), "--help"], timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    for text in ("example:", "exit codes:", "  0 ", "  1 ", "  2 ", "  130 ", "2.5 x import", "import + 1 s"):
+        assert text in proc.stdout, text
+
+
+def test_bad_repeat_exits_2():
+    proc = run_python([str(BUDGET), "--repeat", "0"], timeout=120)
+    assert proc.returncode == 2 and "--repeat" in proc.stderr
+
+
+def test_one_script_side_by_side_with_the_bare_import(tmp_path):
+    # one round: bare import and check_torchrl_env.py, each a fresh process; exit 0 or 1
+    # depends on the machine's load, so only the report's shape is asserted
+    proc = run_python([str(BUDGET), "--repeat", "1", "--only", "scripts/check_torchrl_env"], cwd=tmp_path, timeout=570)
+    assert proc.returncode in (0, 1), proc.stderr[-1500:]
+    lines = proc.stdout.strip().splitlines()
+    assert lines[0].startswith("bare import torchrl") and lines[0].endswith("1.00x")
+    assert re.match(r"scripts/check_torchrl_env\.py\s+[\d.]+s\s+[\d.]+x\s+budget import \+ 2 s = ", lines[1]), lines[1]
+    assert lines[-1].endswith("over budget; medians of 1 round(s), bare import " + lines[0].split()[-2].rstrip("s") + "s")
+    assert list(tmp_path.iterdir()) == []
