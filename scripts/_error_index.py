@@ -1,53 +1,59 @@
 """The error index: every troubleshooting entry of the bundle, as data (scripts/error_index.json).
 
-One entry is one fault: the exact error text (``signatures``, substrings of the real
-message) or regular expressions (``patterns``) that identify it, or, for a silent fault,
-only a symptom ``title``; its cause, fix, the command that verifies the fix, the torchrl
-versions, and its proof. From this file come:
+One entry is one fault: the stable part of the real error text (``signatures``, exact
+substrings: no sizes, paths or user keys) and regular expressions for the parts that vary
+(``patterns``), or, for a silent fault, only a symptom ``title``; its cause, fix, the
+command that verifies the fix, the torchrl versions, the TorchRL names it is about
+(``names``), and its proof. From this file come:
 
 - the troubleshooting pages: the block between :data:`BEGIN_MARK` and :data:`END_MARK`
-  in each ``references/troubleshooting.md`` is :func:`render` of that area's entries
-  (tests/test_error_index.py fails when a page is stale; regenerate it with
-  ``python tests/render_docs.py``);
-- ``python scripts/explain.py --error TEXT`` (:func:`match`, best first);
+  of each area's page is :func:`render` of that area's entries (tests/test_error_index.py
+  fails when a page is stale; regenerate with ``python tests/render_docs.py``). ``also``
+  puts a one-line pointer on other areas' pages (one entry, one place); ``page`` splits an
+  area over several ``troubleshooting*.md`` files when one would pass the route budget;
+- ``python scripts/explain.py --error TEXT`` (:func:`match`, best first) and the notes
+  ``explain.py NAME`` prints for the entries whose ``names`` list NAME;
 - the cause sentences checkers print (``by_id()["reward-emitted-from-reset"]``).
 
-Proof: ``proof`` names what reproduces the entry on the verified stack. An entry with a
-signature or pattern names its trigger, ``tests/error_triggers/<id_with_underscores>.py``,
-which raises the real error (tests/test_error_index.py asserts the index matches the real
-message); a symptom entry names a test (``tests/test_x.py::test_name``). An entry that
-cannot be reproduced here says why in ``unreproducible`` instead.
+Proof: an entry with a signature or pattern names its trigger in ``proof``,
+``tests/error_triggers/<id_with_underscores>.py``, which raises the real error on the
+verified stack (tests/test_error_index.py asserts the index matches the real message and
+ranks the entry first); a symptom entry names a test (``tests/test_x.py::test_name``). An
+entry that cannot be reproduced here says why in ``unreproducible`` instead.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from skill_report import AREAS  # noqa: E402  ("root" and the six sub-skills)
 
 INDEX_PATH = Path(__file__).resolve().parent / "error_index.json"
 SCHEMA_ID = "torchrl-skill.errors/1"
 BEGIN_MARK = "<!-- BEGIN GENERATED from scripts/error_index.json: edit the index, then run python tests/render_docs.py -->"
 END_MARK = "<!-- END GENERATED -->"
-AREAS = (
-    "root",
-    "envs-and-transforms",
-    "collectors-and-replay",
-    "modules-and-policies",
-    "objectives-and-training",
-    "llm-vla-and-services",
-    "development-and-testing",
-)
 REQUIRED = ("id", "area", "title", "cause", "fix", "verify", "versions")
-OPTIONAL = ("section", "short", "context", "signatures", "patterns", "names", "reports", "proof", "unreproducible")
+OPTIONAL = (
+    "section", "short", "context", "signatures", "patterns", "names", "reports", "proof", "unreproducible",
+    "also", "page",
+)
+DEFAULT_PAGE = "troubleshooting.md"
 
 
 @dataclass(frozen=True)
 class ErrorEntry:
     """One troubleshooting entry. Text fields are markdown; ``signatures`` are exact
-    substrings of the real message, ``patterns`` Python regular expressions."""
+    substrings of the real message (its stable part: no sizes, paths or user keys),
+    ``patterns`` Python regular expressions for the parts that vary. ``names``: the
+    TorchRL/TensorDict names the entry is about (explain.py shows it for them). ``also``:
+    other areas whose page carries a one-line pointer to this entry. ``page_name``: the
+    file (under the area's ``references/``) it is rendered on, when an area's entries are
+    split over several pages (JSON field ``page``)."""
 
     id: str
     area: str
@@ -65,6 +71,8 @@ class ErrorEntry:
     reports: tuple[str, ...] = ()
     proof: str = ""
     unreproducible: str = ""
+    also: tuple[str, ...] = ()
+    page_name: str = DEFAULT_PAGE
     _compiled: tuple = field(default=(), repr=False, compare=False)
 
     @property
@@ -75,18 +83,28 @@ class ErrorEntry:
     @property
     def page(self) -> str:
         """Bundle-relative path of the troubleshooting page this entry is rendered on."""
-        base = "references" if self.area == "root" else f"sub-skills/{self.area}/references"
-        return f"{base}/troubleshooting.md"
+        return page_path(self.area, self.page_name)
 
     @property
     def anchor(self) -> str:
         return slug(self.title)
+
+    @property
+    def trigger(self) -> str:
+        """Bundle-relative path of the trigger that proves an error entry."""
+        return f"tests/error_triggers/{self.id.replace('-', '_')}.py"
 
     def plain(self, name: str) -> str:
         """A text field with markdown emphasis and links reduced to plain text (for CLI lines)."""
         text = getattr(self, name)
         text = re.sub(r"\[([^\]]+)\]\([^)]+\)", r"\1", text)
         return " ".join(text.replace("**", "").split())
+
+
+def page_path(area: str, name: str = DEFAULT_PAGE) -> str:
+    """Bundle-relative path of ``area``'s page ``name`` (root: ``references/``)."""
+    base = "references" if area == "root" else f"sub-skills/{area}/references"
+    return f"{base}/{name}"
 
 
 def slug(title: str) -> str:
@@ -103,7 +121,12 @@ def _entry(raw: dict, where: str) -> ErrorEntry:
         raise ValueError(f"{where}: area {raw['area']!r} is not one of {AREAS}")
     if not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", raw["id"]):
         raise ValueError(f"{where}: id {raw['id']!r} is not kebab-case")
-    values = {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
+    if raw.get("page") is not None and not re.fullmatch(r"troubleshooting[\w-]*\.md", raw["page"]):
+        raise ValueError(f"{where}: page {raw['page']!r} must be a troubleshooting*.md file name")
+    bad_also = [a for a in raw.get("also", []) if a not in AREAS or a == raw["area"]]
+    if bad_also:
+        raise ValueError(f"{where}: also {bad_also} are not other areas")
+    values = {("page_name" if k == "page" else k): tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
     try:
         compiled = tuple(re.compile(p) for p in values.get("patterns", ()))
     except re.error as err:
@@ -141,78 +164,141 @@ def _words(text: str) -> set[str]:
     return {w for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]{2,}", text.lower())}
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_PYTEST_E = re.compile(r"^E {1,}", re.M)  # pytest prefixes each line of the failure with "E   "
+_EXC_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?([A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure)|AssertionError|KeyError|StopIteration)\b(?::|$)")
+
+
+def clean(text: str) -> str:
+    """``text`` without ANSI colour codes and pytest's ``E`` line prefixes."""
+    return _PYTEST_E.sub("", _ANSI.sub("", text))
+
+
+def _exception_spans(text: str) -> list[tuple[int, int]]:
+    """Character spans (in :func:`_norm` of ``text``) of the raised errors' messages: from
+    each line that starts with an exception name to the next traceback header or frame."""
+    lines = text.splitlines()
+    spans, pos, start = [], 0, None
+    offsets = []
+    for line in lines:
+        words = line.split()
+        offsets.append(pos)
+        pos += len(" ".join(words)) + (1 if words else 0)
+    offsets.append(pos)
+    for i, line in enumerate(lines):
+        is_exc = bool(_EXC_LINE.match(line))
+        ends = line.startswith(("Traceback (most recent call last)", "During handling", "The above exception")) or line.lstrip().startswith('File "')
+        if start is not None and (ends or is_exc):
+            spans.append((offsets[start], offsets[i]))
+            start = None
+        if is_exc:
+            start = i
+    if start is not None:
+        spans.append((offsets[start], offsets[-1]))
+    return spans
+
+
+def last_error_line(text: str) -> str:
+    """The last line that names an exception (``KeyError: ...``), else the last non-empty line."""
+    lines = [ln.strip() for ln in clean(text).splitlines() if ln.strip()]
+    exc = [ln for ln in lines if _EXC_LINE.match(ln)]
+    return (exc or lines or [""])[-1]
+
+
 def match(text: str, entries: tuple[ErrorEntry, ...] | None = None, limit: int = 5) -> list[tuple[float, ErrorEntry, str]]:
     """Entries whose signature or pattern occurs in ``text``, best first, as
     ``(score, entry, what matched)``.
 
-    Score: an exact signature scores 100 plus its length (a longer, more specific text
-    wins); a pattern 90 plus the matched length; when nothing matches exactly, the entries
-    sharing most words with the text's last error line score below 50 (a near miss,
-    shown as such by explain). Whitespace is normalised on both sides.
+    ``text`` may be one message or a whole log: tracebacks, worker output, pytest's ``E``
+    prefixes and colour codes are fine, and sizes, paths and keys may differ from the
+    entry's example (signatures hold only the stable part of a message; patterns the rest).
+    Score: a signature 100, a pattern 90, plus the matched length up to 80 (the more
+    specific text wins), plus 20 when the match lies in a raised error's message rather
+    than in a warning or log line. When nothing matches, the entries sharing most words
+    with the last error line score below 50: a near miss, which explain shows as such.
+    Whitespace is normalised on both sides.
     """
     entries = load() if entries is None else entries
+    text = clean(text)
     flat = _norm(text)
+    spans = _exception_spans(text)
+
+    def score(base: int, at: int, length: int) -> float:
+        raised = any(lo <= at < hi for lo, hi in spans)
+        return base + min(length, 80) + (20 if raised else 0)
+
     scored: dict[str, tuple[float, ErrorEntry, str]] = {}
     for entry in entries:
         for sig in entry.signatures:
-            if _norm(sig) in flat:
-                score = 100 + len(sig)
-                if score > scored.get(entry.id, (0,))[0]:
-                    scored[entry.id] = (score, entry, sig)
+            needle = _norm(sig)
+            at = flat.rfind(needle)
+            if needle and at >= 0:
+                value = score(100, at, len(needle))
+                if value > scored.get(entry.id, (0,))[0]:
+                    scored[entry.id] = (value, entry, sig)
         for pattern in entry._compiled:
-            found = pattern.search(flat)
+            found = None
+            for found in pattern.finditer(flat):
+                pass  # the last occurrence: nearest the final error
             if found:
-                score = 90 + len(found.group(0))
-                if score > scored.get(entry.id, (0,))[0]:
-                    scored[entry.id] = (score, entry, found.group(0))
+                value = score(90, found.start(), len(found.group(0)))
+                if value > scored.get(entry.id, (0,))[0]:
+                    scored[entry.id] = (value, entry, found.group(0))
     if not scored:
-        lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-        probe = _words(lines[-1] if lines else text)
+        probe = _words(last_error_line(text) or text)
         for entry in entries:
             target = _words(" ".join(entry.signatures) or entry.title)
             if probe and target:
                 overlap = len(probe & target) / len(probe | target)
                 if overlap >= 0.25:
                     scored[entry.id] = (round(50 * overlap, 1), entry, "similar words")
-    return sorted(scored.values(), key=lambda row: -row[0])[:limit]
+    ranked = sorted(scored.values(), key=lambda row: -row[0])
+    return ranked[:limit]
 
 
-def render(area: str, entries: tuple[ErrorEntry, ...] | None = None) -> str:
-    """The generated block of ``area``'s troubleshooting.md, marks included."""
-    entries = [e for e in (load() if entries is None else entries) if e.area == area]
-    out = [BEGIN_MARK, ""]
-    if len(entries) >= 6:
-        out.append("## Contents")
-        sections = []
-        for e in entries:
-            if e.section and e.section not in sections:
-                sections.append(e.section)
-        for e in entries:
-            out.append(f"- [{e.short or e.title}](#{e.anchor})")
-        out.append("")
+def pages(entries: tuple[ErrorEntry, ...] | None = None) -> list[tuple[str, str]]:
+    """``(area, page file name)`` of every page that has entries or pointers, in area order."""
+    entries = load() if entries is None else entries
+    found = {(e.area, e.page_name) for e in entries} | {(a, DEFAULT_PAGE) for e in entries for a in e.also}
+    return [(a, n) for a in AREAS for n in sorted({n for area, n in found if area == a})]
+
+
+def render(area: str, entries: tuple[ErrorEntry, ...] | None = None, page: str = DEFAULT_PAGE) -> str:
+    """The generated block of ``area``'s page ``page``, marks included.
+
+    Compact on purpose (a route's token budget counts this page): per entry the heading
+    (the exact error text or the symptom) and one paragraph line: context, cause, fix,
+    verify, versions. The proof stays in the index (a trigger or a test,
+    checked by tests/test_error_index.py); an entry that cannot be reproduced here says so.
+    A ``## Contents`` list is added when the block is long. Entries of other areas that
+    list this area in ``also`` get a one-line pointer at the end (only on the area's
+    first page)."""
+    everything = load() if entries is None else entries
+    mine = [e for e in everything if e.area == area and e.page_name == page]
+    body: list[str] = []
     current = None
-    for e in entries:
+    for e in mine:
         if e.section and e.section != current:
-            out += [f"## {e.section}", ""]
+            body += [f"## {e.section}", ""]
             current = e.section
-        out.append(f"### {e.title}")
-        if e.context:
-            out.append(e.context)
-        out.append(f"**Cause:** {e.cause}")
-        out.append(f"**Fix:** {e.fix}")
-        out.append(f"**Verify:** {e.verify}")
-        out.append(f"**Versions:** {e.versions}")
-        proof = _proof_line(e)
-        if proof:
-            out.append(f"**Proof:** {proof}")
+        body.append(f"### {e.title}")
+        tail = f" Not reproduced here: {e.unreproducible}" if e.unreproducible and not e.proof else ""
+        # one markdown paragraph either way; one line keeps long pages under the
+        # 100 lines after which a reference needs a Contents list
+        lead = f"{e.context} " if e.context else ""
+        body.append(f"{lead}**Cause:** {e.cause} **Fix:** {e.fix} **Verify:** {e.verify} **Versions:** {e.versions}{tail}")
+        body.append("")
+    pointers = [e for e in everything if area in e.also] if page == DEFAULT_PAGE else []
+    if pointers:
+        here = page_path(area, page)
+        body += ["## Kept on another page", ""]
+        for e in pointers:
+            link = os.path.relpath(e.page, os.path.dirname(here))
+            body.append(f"- {e.short or e.title}: [{e.area}]({link}#{e.anchor})")
+        body.append("")
+    out = [BEGIN_MARK, ""]
+    if len(body) > 85:  # the page (with its own header) would pass 100 lines: doccheck wants a Contents list
+        out.append("## Contents")
+        out += [f"- [{e.short or e.title}](#{e.anchor})" for e in mine]
         out.append("")
-    out.append(END_MARK)
-    return "\n".join(out)
-
-
-def _proof_line(e: ErrorEntry) -> str:
-    if e.proof:
-        return f"`{e.proof}`"
-    if e.unreproducible:
-        return f"not reproduced here: {e.unreproducible}"
-    return ""
+    return "\n".join(out + body + [END_MARK])

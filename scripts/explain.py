@@ -1,0 +1,245 @@
+"""Explain any public TorchRL/TensorDict name from the installed library, or look up an error.
+
+NAME is a short name (ClipPPOLoss), a dotted path (torchrl.envs.TransformedEnv), a
+member (ReplayBuffer.extend), or a class of your own code (my_transforms.py:AddHundred,
+read as its torchrl base class is: what a transform acts on, what a loss trains). For each it prints the import path(s), the signature with
+its defaults, the first docstring paragraph, the constructor parameters grouped by
+purpose, facts measured on the live object (a loss: tensor_keys, in/out keys, which
+networks it trains as its own copies, target parameters, its default value estimator
+and gamma/lambda; a transform: whether it acts on step output, reset output, actions;
+a collector, storage, buffer, env, module or estimator: what users get wrong), and the
+bundle's notes on it (renames, error-index entries) with a link to the reference.
+With --error TEXT (or --error-file FILE, - for stdin) it prints the error-index entries
+matching the message, best first: cause, fix, and the command that verifies the fix.
+Only the module holding the name is imported; Ray, vLLM and SGLang are not imported
+unless the name lives with them.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import skill_report as sr  # noqa: E402
+
+EXAMPLE = (
+    "python $SKILL_DIR/scripts/explain.py ClipPPOLoss ReplayBuffer.extend torchrl.envs.TransformedEnv\n"
+    "  python $SKILL_DIR/scripts/explain.py --error \"KeyError: Couldn't find the log-prob action_log_prob\"\n"
+    "  python $SKILL_DIR/scripts/explain.py --error-file traceback.txt --json"
+)
+EXIT_CODES = (
+    "exit codes:\n"
+    "  0    every NAME was explained, or the error text matched an entry\n"
+    "  1    a NAME is not in the installed library, or no entry matches the error text\n"
+    "       (its row names the closest public names or entries)\n"
+    "  2    cannot run: an empty or malformed NAME, an --error-file that does not exist or\n"
+    "       cannot be read, a file.py:ClassName that cannot be imported, or torch/tensordict/\n"
+    "       torchrl missing (any torchrl version is explained; one line on stderr)\n"
+    "  130  interrupted (Ctrl-C)"
+)
+DEFAULT_NAMES = ["ClipPPOLoss"]
+
+
+def build_parser():
+    parser = sr.make_parser(__doc__, EXAMPLE)
+    parser.epilog = f"example:\n  {EXAMPLE.strip()}\n\n{EXIT_CODES}"  # explain's own codes: no version range
+    parser.add_argument("names", nargs="*", metavar="NAME",
+                        help=f"names to explain, or file.py:ClassName for your own class (default: {' '.join(DEFAULT_NAMES)})")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--error", metavar="TEXT", help="error text or a whole traceback: print the matching error-index entries")
+    source.add_argument("--error-file", metavar="FILE", help="read the error text from FILE (- for stdin)")
+    parser.add_argument("--limit", type=sr.int_at_least(1), default=3, help="most entries shown for an error (default: 3)")
+    return parser
+
+
+# ---------------------------------------------------------------------------- inputs
+def error_text(args) -> str | None:
+    """The error text asked for, or None in name mode; exits 2 on an unreadable file or empty text."""
+    if args.error is None and args.error_file is None:
+        return None
+    if args.error_file == "-":
+        text = sys.stdin.read()
+    elif args.error_file is not None:
+        path = Path(args.error_file)
+        if not path.is_file():
+            sr.cannot_run(f"--error-file {path}: no such file", "pass the path of a saved traceback, or - to read stdin")
+        try:
+            text = path.read_bytes().decode("utf-8", errors="replace")
+        except OSError as err:
+            sr.cannot_run(f"--error-file {path}: cannot be read ({err.strerror})", "check the path and its permissions")
+        if "\x00" in text:
+            sr.cannot_run(f"--error-file {path}: a binary file, not a traceback", "save the error text to a .txt file")
+    else:
+        text = args.error
+    if not text.strip():
+        sr.cannot_run("the error text is empty", 'pass the message: --error "KeyError: ..." (or --error-file FILE)')
+    return text
+
+
+def checked_names(args) -> list[str]:
+    """The NAMEs, each validated (exit 2 on an empty or malformed one)."""
+    from _explain_names import BadName, check_name
+
+    names = args.names or DEFAULT_NAMES
+    try:
+        return [check_name(n) for n in names]
+    except BadName as err:
+        sr.cannot_run(f"NAME: {err}", "pass a name such as ClipPPOLoss, torchrl.envs.TransformedEnv or ReplayBuffer.extend")
+
+
+def probe_stack() -> dict:
+    """Versions; exit 2 when torch/tensordict/torchrl are missing or torchrl fails to import.
+
+    Unlike skill_report.require_stack, any torchrl version is accepted: explain reads the
+    installed library, so it works outside the verified range and says so."""
+    versions = sr.stack_versions()
+    pins = " ".join(f"{d}=={v}" for d, v in sr.VERIFIED.items())
+    for dist in ("torch", "tensordict", "torchrl"):
+        if versions[dist] is None:
+            sr.cannot_run(f"{dist} is not installed", f"pip install {pins}")
+    os.environ.setdefault("TORCHRL_CONSOLE_STREAM", "stderr")
+    try:
+        import contextlib
+
+        with contextlib.redirect_stdout(sys.stderr):
+            import torchrl  # noqa: F401
+    except Exception as err:
+        sr.cannot_run(f"import torchrl failed: {sr.first_line(err)}", f"install matching releases: pip install {pins}")
+    return versions
+
+
+def version_note(versions: dict) -> str:
+    found, verified = versions.get("torchrl"), sr.VERIFIED["torchrl"]
+    if found == verified:
+        return f"torchrl {found} (the verified release)"
+    return f"torchrl {found}: outside the verified {verified}; every fact below is read from the installed library"
+
+
+# ---------------------------------------------------------------------------- names
+def explain_lines(name: str, versions: dict) -> tuple[bool, list[str]]:
+    """``(found, lines)`` for one NAME: the full explanation, or why it was not found."""
+    import _explain_facts as fx
+    from _explain_kinds import kind_facts
+    from _explain_names import Found, resolve
+    from _explain_notes import notes_for, rename_line
+
+    hit = resolve(name)
+    if not isinstance(hit, Found):
+        lines = [f"{name}: not in torchrl {versions.get('torchrl')} / tensordict {versions.get('tensordict')}"
+                 + (f" ({hit.reason})" if hit.reason else "")]
+        lines += fx.wrap("closest public names", ", ".join(hit.closest) or "none")
+        lines += [ln for row in hit.renames for ln in fx.wrap("renamed or removed", rename_line(row))]
+        return False, lines
+    obj, kind = hit.obj, fx.kind_of(hit.obj)
+    user = ":" in hit.asked
+    label = (hit.asked.rsplit(":", 1)[-1] if user else hit.path.rsplit(".", 1)[-1] if hit.owner is None
+             else f"{hit.owner.__name__}.{hit.path.rsplit('.', 1)[-1]}")
+    defined = getattr(obj, "__module__", None) or getattr(getattr(obj, "fget", None), "__module__", None)
+    lines = [f"{hit.path}  ({kind}; {'your code; ' if user else ''}{version_note(versions)})"]
+    if user:
+        bases = [k.__module__ + "." + k.__qualname__ for k in getattr(obj, "__mro__", ())[1:]
+                 if k.__module__.split(".")[0] in ("torchrl", "tensordict")][:3]
+        lines += fx.wrap("subclass of", ", ".join(bases) or "no torchrl/tensordict class")
+    else:
+        top = label.split(".")[0]
+        imports = [f"from {m} import {top}" for m in hit.exported_by]
+        lines += fx.wrap("import", "; ".join(imports) or f"import {hit.path.rsplit('.', 1)[0]}")
+    if defined and not user:
+        lines += fx.wrap("defined in", defined)
+    lines += fx.wrap("signature", fx.signature_text(obj, label))
+    for target in fx.forwarded(obj):
+        lines += fx.wrap("**kwargs go to", target)
+    lines += fx.wrap("doc", fx.first_paragraph(obj))
+    for group in fx.parameter_groups(obj):
+        lines += fx.wrap("parameters", group)
+    for backend in fx.backends_used(obj):
+        lines += fx.wrap("its module uses the optional", backend)
+    try:
+        facts = kind_facts(obj, kind)
+    except Exception as err:  # a fact that cannot be measured here is said, not crashed on
+        facts = [f"facts not measured: {type(err).__name__}: {str(err).splitlines()[0][:160] if str(err) else ''}"]
+    for fact in facts:
+        lines += fx.wrap("fact", fact)
+    for note in notes_for(hit.asked, obj):
+        lines += fx.wrap("note", note)
+    return True, lines
+
+
+def check_name(name: str, versions: dict, json_mode: bool):
+    """One report row: the explanation printed (text mode) or held in the detail (JSON)."""
+
+    def run():
+        found, lines = explain_lines(name, versions)
+        if not json_mode:
+            print("\n".join(lines))
+        detail = " | ".join(" ".join(ln.split()) for ln in lines) if json_mode else lines[0]
+        if not found:
+            raise sr.CheckFailed(detail)
+        return detail
+
+    return run
+
+
+# ---------------------------------------------------------------------------- errors
+def error_lines(entry, score: float, matched: str) -> list[str]:
+    import _explain_facts as fx
+
+    how = "near miss (similar words)" if score < 50 else f"matched {matched!r}"
+    lines = [f"{entry.title}  [{entry.page}#{entry.anchor}]"]
+    lines += fx.wrap("match", f"{how}, score {score:g}")
+    for label in ("cause", "fix", "verify", "versions"):
+        lines += fx.wrap(label, entry.plain(label))
+    return lines
+
+
+def run_error(text: str, args, report: sr.Report) -> None:
+    import _error_index as ei
+
+    hits = ei.match(text, limit=args.limit)
+    if not hits or hits[0][0] < 50:
+        close = "; ".join(f"{e.short or e.title} [{e.page}#{e.anchor}]" for _, e, _ in hits) or "none"
+        last = ei.last_error_line(text)
+        report.add("error:no-match", "fail", f"no error-index entry matches {last[:160]!r}; nearest: {close}. "
+                   "Read the last exception line of the traceback and run explain.py on the names it mentions")
+        return
+    for score, entry, matched in hits:
+        if score < 50:
+            continue
+        lines = error_lines(entry, score, matched)
+        if not report.json_mode:
+            print("\n".join(lines))
+        report.add(f"error:{entry.id}", "pass", " | ".join(" ".join(ln.split()) for ln in lines) if report.json_mode else lines[0])
+
+
+# ---------------------------------------------------------------------------- main
+def run_checks(args, report: sr.Report) -> None:
+    text = error_text(args)
+    if text is not None:
+        run_error(text, args, report)
+        return
+    names = checked_names(args)
+    versions = report.versions or probe_stack()
+    for name in names:
+        report.run(f"explain:{name}", check_name(name, versions, report.json_mode))
+
+
+def main(argv=None) -> int:
+    # Not skill_report.standard_main: explain must run on any torchrl version (it reads the
+    # installed library) and --error needs no torch at all, so the stack probe is its own.
+    args = build_parser().parse_args(argv)
+    error_mode = args.error is not None or args.error_file is not None
+    if not error_mode:
+        checked_names(args)  # a malformed NAME exits 2 before the 5 s torchrl import
+    versions = sr.stack_versions() if error_mode else probe_stack()
+    report = sr.Report(__file__, json_mode=args.json, versions=versions)
+    run_checks(args, report)
+    return report.finish()
+
+
+if __name__ == "__main__":
+    import _explain_names
+
+    _explain_names.HIDE = True  # a fresh interpreter: keep Ray/vLLM/SGLang out (see _explain_names)
+    sr.main_guard(main)

@@ -1,0 +1,11 @@
+"""GRPOLoss on old log-probs computed with gradient tracking on."""
+
+
+def trigger():
+    import torch
+    from _llm import scored_batch
+    from torchrl.objectives.llm import GRPOLoss
+
+    actor, td = scored_batch(requires_grad=True)
+    td["advantage"] = torch.tensor([[[1.0]], [[-0.5]]])
+    GRPOLoss(actor, masking_strategy="rlhf")(td)

@@ -1,0 +1,249 @@
+"""The error index (scripts/error_index.json, scripts/_error_index.py) holds every
+troubleshooting entry, and every entry is true on the verified stack:
+
+- each error entry's trigger (tests/error_triggers/, format in its README) raises the real
+  error, the entry's signature or pattern occurs in the real message, and
+  ``_error_index.match`` ranks that entry first; an entry that cannot be reproduced here
+  says why in ``unreproducible`` (counted and printed);
+- each symptom entry's ``proof`` names a test that exists;
+- the index is well formed (a malformed entry is rejected), its ``names`` resolve in the
+  installed library, and every generated troubleshooting page is current;
+- ``match`` finds the right entry in a real traceback: many lines, the error at the
+  bottom, pytest's ``E`` prefixes, sizes and keys other than the entry's example.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import importlib.util
+import io
+import json
+import re
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+from conftest import BUNDLE, run_python
+
+import _error_index as ei
+
+TRIGGERS = BUNDLE / "tests" / "error_triggers"
+ENTRIES = ei.load()
+ERRORS = [e for e in ENTRIES if e.is_error]
+SYMPTOMS = [e for e in ENTRIES if not e.is_error]
+PROVEN = [e for e in ERRORS if e.proof]
+
+# A fresh interpreter for SUBPROCESS triggers: prints the text as one JSON string.
+RUNNER = """
+import json, runpy, sys, warnings
+sys.path.insert(0, sys.argv[2])
+warnings.simplefilter("ignore")
+module = runpy.run_path(sys.argv[1])
+try:
+    out = module["trigger"]()
+    text = out if isinstance(out, str) else None
+except BaseException as err:
+    text = f"{type(err).__name__}: {err}"
+print("TRIGGER-TEXT " + json.dumps(text))
+"""
+
+
+def _load_trigger(path: Path):
+    if str(TRIGGERS) not in sys.path:
+        sys.path.insert(0, str(TRIGGERS))
+    spec = importlib.util.spec_from_file_location(f"error_trigger_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _wants_subprocess(path: Path) -> bool:
+    tree = ast.parse(path.read_text())
+    return any(isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "SUBPROCESS" for t in n.targets)
+               and getattr(n.value, "value", False) is True for n in tree.body)
+
+
+def trigger_text(path: Path) -> str | None:
+    """The real error text a trigger produces: ``"Type: message"`` of what it raises, or
+    the text it returns (a warning or log line); None when it neither raised nor returned."""
+    if _wants_subprocess(path):
+        proc = run_python(["-c", RUNNER, str(path), str(TRIGGERS)], timeout=600, cwd=TRIGGERS)
+        line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("TRIGGER-TEXT ")), None)
+        assert line is not None, f"{path.name} printed no result: {proc.stderr[-2000:]}"
+        return json.loads(line[len("TRIGGER-TEXT "):])
+    module = _load_trigger(path)
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        try:
+            out = module.trigger()
+        except Exception as err:
+            return f"{type(err).__name__}: {err}"
+    return out if isinstance(out, str) else None
+
+
+def _occurs(entry: ei.ErrorEntry, text: str) -> list[str]:
+    flat = " ".join(ei.clean(text).split())
+    hits = [s for s in entry.signatures if " ".join(s.split()) in flat]
+    return hits + [p.pattern for p in entry._compiled if p.search(flat)]
+
+
+# ---------------------------------------------------------------------------- proofs
+def test_every_error_entry_has_a_trigger_or_a_reason(capsys):
+    """Counted and printed: how many error entries are reproduced here and how many say why not."""
+    missing = [e.id for e in ERRORS if not e.proof and not e.unreproducible]
+    wrong = [f"{e.id}: proof {e.proof!r} is not {e.trigger!r}" for e in ERRORS if e.proof and e.proof != e.trigger]
+    absent = [e.proof for e in ERRORS if e.proof and not (BUNDLE / e.proof).is_file()]
+    unrepro = [e for e in ERRORS if not e.proof and e.unreproducible]
+    with capsys.disabled():
+        print(f"\nerror index: {len(ENTRIES)} entries; {len(ERRORS)} error entries: {len(PROVEN)} reproduced by a trigger, "
+              f"{len(unrepro)} not reproducible here ({', '.join(e.id for e in unrepro) or 'none'}); {len(SYMPTOMS)} symptom entries")
+    assert missing == [], f"error entries with neither a trigger nor an unreproducible reason: {missing}"
+    assert wrong == [] and absent == [], wrong + absent
+
+
+@pytest.mark.parametrize("entry", PROVEN, ids=lambda e: e.id)
+def test_trigger_raises_the_real_error_and_the_index_ranks_it_first(entry):
+    text = trigger_text(BUNDLE / entry.proof)
+    assert text, f"{entry.proof} neither raised nor returned the error text"
+    assert _occurs(entry, text), f"no signature or pattern of {entry.id} occurs in the real message: {text[:600]!r}"
+    ranked = ei.match(text)
+    assert ranked and ranked[0][1].id == entry.id, (
+        f"match ranks {[(round(s), e.id) for s, e, _ in ranked[:3]]} for the real message of {entry.id}: {text[:400]!r}")
+
+
+def _test_exists(node: str) -> bool:
+    path, _, rest = node.partition("::")
+    file = BUNDLE / path
+    if not (path.startswith("tests/") and file.is_file() and rest):
+        return False
+    names = [n.split("[")[0] for n in rest.split("::")]
+    scope = ast.parse(file.read_text()).body
+    for name in names:
+        found = next((n for n in scope if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name), None)
+        if found is None:
+            return False
+        scope = found.body if isinstance(found, ast.ClassDef) else []
+    return names[-1].startswith("test")
+
+
+def test_every_symptom_entry_names_a_test_that_exists():
+    unproven = [e.id for e in SYMPTOMS if not e.proof and not e.unreproducible]
+    dangling = [f"{e.id}: {e.proof}" for e in SYMPTOMS if e.proof and not _test_exists(e.proof)]
+    assert dangling == [], f"symptom proofs that name no existing test: {dangling}"
+    assert unproven == [], f"symptom entries without a proof test: {unproven}"
+
+
+def test_proof_checker_rejects_a_missing_test():
+    assert _test_exists("tests/test_error_index.py::test_proof_checker_rejects_a_missing_test")
+    assert not _test_exists("tests/test_error_index.py::test_no_such_test")
+    assert not _test_exists("tests/no_such_file.py::test_x")
+
+
+# ---------------------------------------------------------------------------- the index
+def test_index_is_well_formed():
+    raw = json.loads(ei.INDEX_PATH.read_text())
+    assert raw["schema"] == ei.SCHEMA_ID
+    entries = [ei._entry(item, f"entry {i}") for i, item in enumerate(raw["entries"])]
+    assert len({e.id for e in entries}) == len(entries), "ids used twice"
+    for e in entries:
+        assert e.title.strip() and e.cause.strip() and e.fix.strip() and e.verify.strip()
+        assert not (e.proof and e.unreproducible), f"{e.id}: both a proof and an unreproducible reason"
+
+
+@pytest.mark.parametrize("bad, why", [
+    ({"id": "x", "area": "root", "title": "t", "cause": "c", "fix": "f", "verify": "v", "versions": "v", "color": "red"}, "unknown fields"),
+    ({"id": "x", "area": "nowhere", "title": "t", "cause": "c", "fix": "f", "verify": "v", "versions": "v"}, "area"),
+    ({"id": "Not_Kebab", "area": "root", "title": "t", "cause": "c", "fix": "f", "verify": "v", "versions": "v"}, "kebab"),
+    ({"id": "x", "area": "root", "title": "t", "cause": "", "fix": "f", "verify": "v", "versions": "v"}, "missing"),
+    ({"id": "x", "area": "root", "title": "t", "cause": "c", "fix": "f", "verify": "v", "versions": "v", "patterns": ["("]}, "bad pattern"),
+    ({"id": "x", "area": "root", "title": "t", "cause": "c", "fix": "f", "verify": "v", "versions": "v", "page": "../x.md"}, "page"),
+    ({"id": "x", "area": "root", "title": "t", "cause": "c", "fix": "f", "verify": "v", "versions": "v", "also": ["root"]}, "also"),
+])
+def test_malformed_entries_are_rejected(bad, why):
+    with pytest.raises(ValueError, match=why):
+        ei._entry(bad, "fixture")
+
+
+def test_entry_names_resolve_in_the_installed_library():
+    """``names`` key explain.py's notes: each must be a public name (or member) of torchrl/tensordict."""
+    from _explain_names import Found, resolve
+
+    wrong = [f"{e.id}: {n}" for e in ENTRIES for n in e.names if not isinstance(resolve(n), Found)]
+    assert wrong == [], wrong
+
+
+def test_pages_are_current():
+    sys.path.insert(0, str(BUNDLE / "tests"))
+    import render_docs
+
+    assert render_docs.stale_pages() == [], "run: python tests/render_docs.py"
+
+
+def test_render_splits_pages_and_points_across_areas():
+    def entry(i, area, **kw):
+        return ei.ErrorEntry(f"e{i}", area, f"Title {i}", "c", "f", "v", "torchrl 0.14.1", **kw)
+
+    entries = (entry(1, "root", also=("envs-and-transforms",)), entry(2, "envs-and-transforms"),
+               entry(3, "envs-and-transforms", page_name="troubleshooting-more.md"))
+    assert ei.pages(entries) == [("root", "troubleshooting.md"), ("envs-and-transforms", "troubleshooting-more.md"),
+                                 ("envs-and-transforms", "troubleshooting.md")]
+    main = ei.render("envs-and-transforms", entries)
+    more = ei.render("envs-and-transforms", entries, page="troubleshooting-more.md")
+    assert "### Title 2" in main and "### Title 3" not in main and "### Title 3" in more
+    assert "- Title 1: [root](../../../references/troubleshooting.md#title-1)" in main
+    assert "Title 1" not in ei.render("root", entries, page="troubleshooting-more.md")
+    for block in (main, more):
+        assert block.startswith(ei.BEGIN_MARK) and block.endswith(ei.END_MARK)
+
+
+# ---------------------------------------------------------------------------- matching
+TRACEBACK = """\
+Traceback (most recent call last):
+  File "/home/me/project/train.py", line 88, in <module>
+    losses = loss_module(batch)
+  File "/opt/venv/lib/python3.12/site-packages/torch/nn/modules/module.py", line 1775, in _wrapped_call_impl
+    return self._call_impl(*args, **kwargs)
+  File "/opt/venv/lib/python3.12/site-packages/torchrl/objectives/ppo.py", line 1040, in forward
+    log_prob = _get_log_prob(tensordict, self.tensor_keys.sample_log_prob)
+KeyError: "Couldn't find the log-prob ('agents', 'action_log_prob') in the input data."
+"""
+
+
+def test_match_finds_the_entry_in_a_real_traceback_with_other_keys():
+    ranked = ei.match(TRACEBACK)
+    assert ranked and "Couldn't find the log-prob" in ranked[0][1].title
+
+
+def test_match_reads_pytest_output_and_colour_codes():
+    pytest_style = "\n".join("E       " + ln for ln in TRACEBACK.splitlines()[-1:])
+    coloured = "\x1b[31m" + TRACEBACK.splitlines()[-1] + "\x1b[0m"
+    for text in (pytest_style, coloured):
+        ranked = ei.match(text)
+        assert ranked and "Couldn't find the log-prob" in ranked[0][1].title, text
+
+
+def test_a_raised_error_outranks_a_warning_printed_before_it():
+    first = next(e for e in ERRORS if e.signatures)
+    second = next(e for e in ERRORS if e.signatures and e.id != first.id)
+    text = (f"/x.py:3: FutureWarning: {first.signatures[0]}\n  warnings.warn(\nTraceback (most recent call last):\n"
+            f'  File "/x.py", line 9, in <module>\nRuntimeError: {second.signatures[0]}\n')
+    ranked = ei.match(text, entries=(first, second))
+    assert [e.id for _, e, _ in ranked] == [second.id, first.id]
+
+
+def test_unrelated_text_matches_nothing_exactly():
+    assert all(score < 50 for score, _, _ in ei.match("ZeroDivisionError: division by zero"))
+    assert ei.match("") == []
+
+
+def test_last_error_line_is_the_final_exception():
+    assert ei.last_error_line(TRACEBACK).startswith("KeyError: \"Couldn't find")
+    assert ei.last_error_line("just some text\nand more") == "and more"
+
+
+def test_signatures_are_the_stable_part_of_the_message():
+    """No signature carries an example's tensor size: sizes differ in every user's message."""
+    sized = [f"{e.id}: {s}" for e in ERRORS for s in e.signatures if re.search(r"torch\.Size\(\[\d", s)]
+    assert sized == [], f"move sizes into a pattern: {sized}"
