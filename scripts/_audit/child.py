@@ -1,0 +1,224 @@
+"""Child entry point: instrument this interpreter, run the target unmodified, record how it ended.
+
+Run by runner.py as ``python child.py CONFIG.json`` in the user's working folder, with
+stdout/stderr sent to a log. CONFIG holds ``target`` (the TARGET spec), ``script_args``,
+``out`` (the observations file), ``max_frames`` and ``seconds``. The target sees what a
+plain ``python train.py ARGS`` would give it: ``__name__ == "__main__"``, ``sys.argv``,
+its folder first on ``sys.path``. The end is one of: ``finished``, ``budget`` (stopped at
+a checkpoint: max-frames or seconds), ``stuck`` (no checkpoint reached; stopped by the
+watchdog, with the line it was on), ``exit`` (sys.exit with a code), ``raised``,
+``cannot-run`` (the target could not be imported: the reason line), ``interrupted``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import json
+import os
+import runpy
+import signal
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+
+_SCRIPTS = Path(__file__).resolve().parents[1]
+
+
+def _import_auditor():
+    # The auditor's own folders go last on sys.path so they never shadow a user module.
+    here = str(Path(__file__).resolve().parent)
+    sys.path[:] = [p for p in sys.path if p != here]
+    sys.path.append(str(_SCRIPTS))
+    from _audit import DETECTORS, patches, probe
+
+    return probe, patches, [importlib.import_module(f"_audit.{name}") for name in DETECTORS]
+
+
+def _main_site() -> str:
+    """The user line the main thread is on (called from another thread)."""
+    from _audit.probe import is_library_file
+
+    frame = sys._current_frames().get(threading.main_thread().ident)
+    user = None
+    while frame is not None:
+        if not is_library_file(frame.f_code.co_filename) and user is None:
+            user = frame
+        frame = frame.f_back
+    if user is None:
+        return "library code"
+    return f"{Path(user.f_code.co_filename).name}:{user.f_lineno} in {user.f_code.co_name}"
+
+
+def _start_watchdog(hub, grace: float) -> None:
+    """After ``seconds + grace`` with no checkpoint reached, stop the main thread where it is."""
+
+    def watch():
+        deadline = hub.seconds + grace
+        while hub.paused or hub.elapsed() < deadline:
+            time.sleep(0.2)
+            if hub.end["how"] != "running":
+                return
+        hub.stop_reason = "stuck"
+        hub.meta["stuck_at"] = _main_site()
+        with contextlib.suppress(Exception):
+            hub.snapshot()
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
+
+    threading.Thread(target=watch, name="audit-watchdog", daemon=True).start()
+
+
+def _warnings_point_at_user_code() -> None:
+    """A library warning raised through one of the auditor's wrappers names the user's line,
+    as it would without the auditor (``stacklevel`` counts the wrapper's frame too)."""
+    import warnings
+
+    from _audit.probe import is_library_file
+
+    here = str(Path(__file__).resolve().parent)
+    show = warnings.showwarning
+
+    def showwarning(message, category, filename, lineno, file=None, line=None):
+        if str(filename).startswith(here):
+            frame = sys._getframe(1)
+            while frame is not None and is_library_file(frame.f_code.co_filename):
+                frame = frame.f_back
+            if frame is not None:
+                filename, lineno, line = frame.f_code.co_filename, frame.f_lineno, None
+        show(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = showwarning
+
+
+def _run_target(cfg: dict, hub) -> None:
+    import _user_code
+    import skill_report
+
+    spec = cfg["target"]
+    target = _user_code.parse_target(spec, script_ok=True)
+    if target.attr is None:
+        sys.argv = [str(target.path), *cfg["script_args"]]
+        sys.path.insert(0, str(target.path.parent))
+        runpy.run_path(str(target.path), run_name="__main__")
+        return
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured):
+            fn = _user_code.load_attr(target)
+    except skill_report.CannotRun:
+        hub.end = {"how": "cannot-run", "reason": captured.getvalue().strip().splitlines()[-1:]}
+        return
+    if not callable(fn):
+        hub.end = {"how": "cannot-run", "reason": [f"x: error: {target.label} is not a function; fix: name a function defined there"]}
+        return
+    fn()
+
+
+def _describe(err: BaseException) -> dict:
+    frames = traceback.extract_tb(err.__traceback__)
+    from _audit.probe import is_library_file
+
+    user = [f for f in frames if not is_library_file(f.filename)]
+    site = user[-1] if user else (frames[-1] if frames else None)
+    lines = str(err).strip().splitlines()
+    return {
+        "error": f"{type(err).__name__}: {lines[0] if lines else ''}"[:400],
+        "site": f"{Path(site.filename).name}:{site.lineno} in {site.name}" if site else "unknown",
+        "traceback": "".join(traceback.format_exception(type(err), err, err.__traceback__))[-3000:],
+    }
+
+
+def _install_on_import(hub, patches, detectors) -> None:
+    """Instrument torchrl the moment the target imports it: before any TorchRL object can
+    exist, and without paying for torchrl in a target that fails before importing it."""
+    import importlib.abc
+    import importlib.util
+
+    def install():
+        try:
+            patches.install(hub)
+            for module in detectors:
+                module.install(hub)
+        except Exception as err:  # the stack itself is broken: say so, run nothing more
+            hub.end = {"how": "probe-failed", **_describe(err)}
+            hub.snapshot()
+            os._exit(0)
+        hub.start = time.monotonic()  # the budget counts the target's own time, not torchrl's import
+
+    class Finder(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name != "torchrl":
+                return None
+            sys.meta_path.remove(self)
+            spec = importlib.util.find_spec(name)
+            if spec is None or spec.loader is None:
+                return spec
+            run = spec.loader.exec_module
+
+            def exec_module(module):
+                hub.paused = True  # importing torchrl is not the target hanging
+                try:
+                    run(module)
+                    install()
+                finally:
+                    hub.paused = False
+
+            spec.loader.exec_module = exec_module
+            return spec
+
+    sys.meta_path.insert(0, Finder())
+
+
+def main() -> None:
+    cfg = json.loads(Path(sys.argv[1]).read_text())
+    probe, patches, detectors = _import_auditor()
+    hub = probe.Hub(Path(cfg["out"]), cfg.get("max_frames"), float(cfg["seconds"]))
+
+    def stop(signum, frame):
+        raise probe.AuditStop(hub.stop_reason or "stopped")
+
+    signal.signal(signal.SIGUSR1, stop)
+    signal.signal(signal.SIGTERM, stop)
+    _install_on_import(hub, patches, detectors)
+    _warnings_point_at_user_code()
+    hub.start = time.monotonic()
+    _start_watchdog(hub, grace=max(3.0, 0.1 * hub.seconds))
+    hub.snapshot()
+    try:
+        _run_target(cfg, hub)
+        if hub.end["how"] == "running":
+            hub.end = {"how": "finished"}
+    except probe.AuditStop as err:
+        reason = str(err) or "stopped"
+        hub.end = {"how": "stuck" if reason == "stuck" else "budget", "reason": reason}
+        if reason == "stuck":
+            hub.end["site"] = hub.meta.get("stuck_at", "unknown")
+    except SystemExit as err:
+        code = err.code
+        if code in (None, 0):
+            hub.end = {"how": "finished", "exit_code": 0}
+        else:
+            hub.end = {"how": "exit", "exit_code": code if isinstance(code, int) else 1, "message": str(code)[:300]}
+    except KeyboardInterrupt:
+        hub.end = {"how": "interrupted"}
+    except BaseException as err:
+        hub.end = {"how": "raised", **_describe(err)}
+    finally:
+        signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+        with contextlib.suppress(Exception):
+            hub.snapshot()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    # Worker processes or threads the target left behind must not keep this process
+    # alive; the parent stops the whole process group after we exit.
+    killer = threading.Timer(5.0, lambda: os._exit(0))
+    killer.daemon = True
+    killer.start()
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

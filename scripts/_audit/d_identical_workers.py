@@ -1,0 +1,119 @@
+"""identical-workers: do the envs of a batch produce the same data?
+
+For every batched env (``SerialEnv``, ``ParallelEnv``, a vectorised env) it compares the rows
+of its first reset, notes whether ``set_seed`` was called, and on the first batches of
+[env, time] data (collector batches, ``env.rollout`` outputs) compares whole rows
+(observations and actions over time). A later reset in a row that differs from that row's
+first reset shows the env's resets are random. Faults: two or more rows identical over a
+whole batch; identical first resets although resets are random (every worker's generator
+starts from the same state: an env seeded in its constructor, or a batched env whose
+``set_seed`` was never called).
+
+Facts (torch 2.14, torchrl 0.14.1): an unseeded ``torch.Generator()`` starts from the same
+fixed default seed in every process and every instance (unlike the global generator, whose
+first seed is random per process), so an env drawing from one gives every worker the same
+start states until ``SerialEnv.set_seed(seed)`` seeds the workers apart
+(tests/test_audit_facts.py, tests/test_audit_detectors.py). Public report: pytorch/rl#4208
+(batched MuJoCo workers all seeded alike).
+"""
+
+from __future__ import annotations
+
+import skill_report as sr
+
+NAME = "identical-workers"
+CHECK_BATCHES = 4
+
+
+def install(hub) -> None:
+    import torch
+
+    from .tdtools import episode_end, rows, state_keys
+
+    sec = hub.section(NAME)
+    seeded: set = set()
+    resets: dict[int, dict] = {}
+    sources: dict = {}
+
+    def flat_state(td, keys):
+        parts = [td.get(k).flatten(td.batch_dims).float() for k in keys if torch.is_tensor(td.get(k, None))]
+        return torch.cat(parts, -1) if parts else None
+
+    def on_reset(env, out):
+        if out is None or id(env) in resets or out.batch_size.numel() < 2:
+            return
+        keys = [k for k in out.keys(True, True) if (k[-1] if isinstance(k, tuple) else k) not in ("done", "terminated", "truncated")]
+        x = flat_state(out.reshape(-1), keys)
+        if x is None:
+            return
+        resets[id(env)] = {"cls": type(env).__name__, "n": int(x.shape[0]), "unique": int(torch.unique(x, dim=0).shape[0]),
+                           "seeded": id(env) in seeded}
+
+    def on_data(key, td, kind):
+        r = rows(td) if td is not None else None
+        if r is None or r.shape[0] < 2:
+            return
+        src = sources.setdefault(key, {"kind": kind, "batches": 0, "identical": 0, "rows": int(r.shape[0]), "steps": int(r.shape[1]),
+                                       "random_reset": False, "first": None})
+        keys = state_keys(r) + (["action"] if "action" in r.keys() else [])
+        cur = flat_state(r.reshape(-1), keys)
+        if cur is None:
+            return
+        cur = cur.reshape(r.shape[0], r.shape[1], -1)
+        obs_keys = state_keys(r)
+        obs = flat_state(r.reshape(-1), obs_keys)
+        if obs is not None:
+            obs = obs.reshape(r.shape[0], r.shape[1], -1)
+            if src["first"] is None:
+                src["first"] = obs[:, 0].clone()
+            ends = episode_end(r)
+            if ends is not None and not src["random_reset"]:
+                for row, t in ends[:, :-1].nonzero().tolist():
+                    if not torch.equal(obs[row, t + 1], src["first"][row]):
+                        src["random_reset"] = True
+                        break
+        if src["batches"] < CHECK_BATCHES and r.shape[1] >= 3:
+            src["batches"] += 1
+            unique = torch.unique(cur.flatten(1), dim=0).shape[0]
+            src["identical"] = max(src["identical"], int(r.shape[0] - unique + 1) if unique < r.shape[0] else 0)
+
+    def summarise():
+        sec["resets"] = list(resets.values())
+        sec["sources"] = [{k: v for k, v in s.items() if k != "first"} for s in sources.values()]
+        sec["seeded"] = len(seeded)
+
+    hub.on("env_seed", lambda env: seeded.add(id(env)))
+    hub.on("env_reset", on_reset)
+    hub.on("collector_batch", lambda col, batch: on_data(id(col), batch, type(col).__name__))
+    hub.on("env_rollout", lambda env, policy, td: on_data(("rollout", id(env)), td, "env.rollout"))
+    hub.summariser(summarise)
+
+
+def judge(observed: dict) -> str:
+    sec = observed["sections"].get(NAME, {})
+    resets, sources = sec.get("resets", []), [s for s in sec.get("sources", []) if s["batches"]]
+    if not resets and not sources:
+        raise sr.CheckSkipped("no batched env and no [env, time] data")
+    random_reset = any(s["random_reset"] for s in sources)
+    faults, notes = [], []
+    for s in sources:
+        if s["identical"]:
+            faults.append(f"{s['identical']} of the {s['rows']} env rows of {s['kind']} batches were identical (observations and actions over all "
+                          f"{s['steps']} steps): those workers replay the same random stream; fix: seed the batched env once with env.set_seed(seed) "
+                          "(workers get seed, seed+1, ...) and draw randomness from the generator your env's _set_seed seeds")
+        else:
+            notes.append(f"{s['kind']}: {s['batches']} batches of {s['rows']} rows, all distinct")
+    for r in resets:
+        if r["unique"] < r["n"] and (random_reset or not r["seeded"]):
+            why = "later resets differ, so resets are random" if random_reset else "and set_seed was never called on it"
+            if random_reset:
+                faults.append(f"{r['cls']} with {r['n']} workers made only {r['unique']} distinct first resets ({why}): every worker's generator "
+                              f"started from the same state{'' if r['seeded'] else ' and set_seed was never called'}; fix: env.set_seed(seed) on the "
+                              "batched env before collecting (an unseeded torch.Generator() starts from the same default seed in every worker)")
+            else:
+                notes.append(f"{r['cls']}: {r['unique']} distinct first resets for {r['n']} workers {why} (no later reset seen: if resets are random, call env.set_seed(seed))")
+        else:
+            notes.append(f"{r['cls']}: {r['unique']} distinct first resets for {r['n']} workers")
+    if faults:
+        raise sr.CheckFailed(" | ".join(faults))
+    return "; ".join(notes)

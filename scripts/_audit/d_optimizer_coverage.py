@@ -1,0 +1,126 @@
+"""optimizer-coverage: does an optimizer that steps hold every tensor the loss trains?
+
+For each loss module training calls, it takes the loss's trainable parameters (its own
+stacked critic copies, ``log_alpha``, the actor's weights) and checks each is in some
+optimizer that steps; for each optimizer that steps, it checks each tensor received a
+gradient at least once. Faults: loss parameters no stepping optimizer holds (the SAC/TD3
+critic a user optimizes through their own module, which the loss copied; ``log_alpha``
+left out); optimizer tensors that never get a gradient (outside every loss's graph).
+
+Facts (torchrl 0.14.1): ``SACLoss(actor, qvalue, num_qvalue_nets=2)`` trains stacked copies
+``loss.qvalue_network_params`` that are not the user's module's tensors, and
+``loss.log_alpha`` is a trainable parameter of the loss (tests/test_audit_facts.py).
+Public reports: pytorch/rl#2589 (SACLoss with several qvalue networks), openai/spinningup#329
+(critic parameters silently missing from the optimizer).
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import skill_report as sr
+
+NAME = "optimizer-coverage"
+
+
+def _short(names: list[str], limit: int = 4) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f" (+{len(names) - limit} more)" if len(names) > limit else "")
+
+
+def install(hub) -> None:
+    import gc
+
+    import torch
+
+    sec = hub.section(NAME)
+    sites: dict[int, str] = {}
+    opts: dict[int, dict] = {}
+    losses: dict[int, dict] = {}
+    names: dict[int, str] = {}
+
+    def on_pre_step(opt):
+        info = opts.setdefault(id(opt), {"ref": weakref.ref(opt), "cls": type(opt).__name__, "steps": 0, "params": {}, "grad": set()})
+        info["steps"] += 1
+        for group in opt.param_groups:
+            for p in group["params"]:
+                info["params"].setdefault(id(p), weakref.ref(p))
+                if p.grad is not None:
+                    info["grad"].add(id(p))
+
+    def on_forward(loss, td, out):
+        if id(loss) in losses:
+            return
+        named = {id(p): n for n, p in loss.named_parameters() if p.requires_grad}
+        losses[id(loss)] = {"cls": type(loss).__name__, "site": sites.get(id(loss), "?"), "named": named,
+                            "numel": {id(p): p.numel() for p in loss.parameters() if p.requires_grad}}
+        names.update({k: f"{type(loss).__name__}.{v}" for k, v in named.items()})
+
+    def name_of(pid: int) -> str:
+        """The longest dotted path to the tensor from any live module: the outermost owner."""
+        if pid not in names:
+            best = ""
+            for obj in gc.get_objects():
+                if isinstance(obj, torch.nn.Module):
+                    for n, p in obj.named_parameters():
+                        if id(p) == pid and len(n) + len(type(obj).__name__) > len(best):
+                            best = f"{type(obj).__name__}.{n}"
+            names[pid] = best or f"tensor#{pid % 10000}"
+        return names[pid]
+
+    def summarise():
+        stepping = {pid for o in opts.values() if o["steps"] for pid in o["params"]}
+        sec["optimizers"] = []
+        for o in opts.values():
+            live = {pid: ref() for pid, ref in o["params"].items()}
+            never = [pid for pid, p in live.items() if p is not None and p.requires_grad and pid not in o["grad"]]
+            sec["optimizers"].append({"cls": o["cls"], "steps": o["steps"], "tensors": len(live),
+                                      "never_grad": [name_of(pid) for pid in never[:12]], "n_never_grad": len(never),
+                                      "never_grad_numel": sum(live[pid].numel() for pid in never)})
+        sec["losses"] = []
+        for info in losses.values():
+            missing = [pid for pid in info["named"] if pid not in stepping]
+            sec["losses"].append({"cls": info["cls"], "site": info["site"], "trainable": len(info["named"]),
+                                  "missing": [info["named"][pid] for pid in missing[:12]], "n_missing": len(missing),
+                                  "missing_numel": sum(info["numel"][pid] for pid in missing)})
+
+    hub.on("loss_built", lambda loss, site: sites.__setitem__(id(loss), site))
+    hub.on("optimizer_pre_step", on_pre_step)
+    hub.on("loss_forward", on_forward)
+    hub.summariser(summarise)
+
+
+def _hint(missing: list[str]) -> str:
+    hints = []
+    if any("log_alpha" in n for n in missing):
+        hints.append("log_alpha is the loss's entropy temperature, a parameter of the loss")
+    if any(n.startswith(("qvalue_network_params", "value_network_params")) for n in missing):
+        hints.append("the loss trains its own copies of the critic, so optimizing your critic module's parameters trains nothing the loss uses")
+    return ("; " + "; ".join(hints)) if hints else ""
+
+
+def judge(obs: dict) -> str:
+    sec = obs["sections"].get(NAME, {})
+    stepping = [o for o in sec.get("optimizers", []) if o["steps"]]
+    if not stepping:
+        raise sr.CheckSkipped("no optimizer stepped")
+    faults = []
+    for loss in sec.get("losses", []):
+        if loss["n_missing"]:
+            faults.append(
+                f"{loss['cls']} (built at {loss['site']}) trains {loss['n_missing']} of its {loss['trainable']} tensors "
+                f"({loss['missing_numel']} values) that no stepping optimizer holds: {_short(loss['missing'])}{_hint(loss['missing'])}; "
+                "fix: build the optimizer from the loss, torch.optim.Adam(loss.parameters(), lr=...), or add those tensors to a group"
+            )
+    for i, o in enumerate(stepping):
+        if o["n_never_grad"]:
+            faults.append(
+                f"{o['cls']} #{i} stepped {o['steps']} times and holds {o['n_never_grad']} tensors ({o['never_grad_numel']} values) "
+                f"that never received a gradient: {_short(o['never_grad'])}; they are outside every loss's graph "
+                "(e.g. a critic module whose copy the loss trains); fix: optimize loss.parameters() instead of the module's"
+            )
+    if faults:
+        raise sr.CheckFailed(" | ".join(faults))
+    trained = ", ".join(f"{loss['cls']} ({loss['trainable']} tensors)" for loss in sec.get("losses", [])) or "no loss module"
+    steps = sum(o["steps"] for o in stepping)
+    return f"{len(stepping)} optimizer(s), {steps} steps; every trainable tensor of {trained} is optimized and every optimized tensor got a gradient"

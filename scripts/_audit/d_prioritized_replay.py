@@ -1,0 +1,95 @@
+"""prioritized-replay: are the priorities of a prioritized buffer updated, and sane?
+
+For every replay buffer whose sampler is a ``PrioritizedSampler`` (or
+``PrioritizedSliceSampler``) it counts ``sample()`` calls, the priority updates the script
+makes (``rb.update_priority(index, priority)`` or ``rb.update_tensordict_priority(batch)``)
+and the values that reach the sampler. Faults: sampled but never updated (every item keeps
+the default priority, so sampling is uniform and the importance weights constant); updated
+with negative or NaN values (``(priority + eps) ** alpha`` is NaN for a negative priority).
+
+Facts (torchrl 0.14.1, torchrl/data/replay_buffers/samplers/prioritized.py):
+``update_priority`` with a negative value stores NaN without an error, and the next
+``sample()`` fails far from the cause with "OverflowError: Range exceeds valid bounds"
+(tests/test_audit_facts.py). Public report: pytorch/rl#1129 (priorities that did not
+change what was sampled).
+"""
+
+from __future__ import annotations
+
+import skill_report as sr
+
+NAME = "prioritized-replay"
+
+
+def install(hub) -> None:
+    import torch
+
+    sec = hub.section(NAME)
+    buffers: dict[int, dict] = {}
+    by_sampler: dict[int, int] = {}
+
+    def info_for(rb):
+        sampler = getattr(rb, "_sampler", None)
+        if sampler is None or "Prioritized" not in type(sampler).__name__:
+            return None
+        by_sampler[id(sampler)] = id(rb)
+        return buffers.setdefault(id(rb), {"cls": type(rb).__name__, "sampler": type(sampler).__name__, "samples": 0,
+                                           "updates": 0, "update_sites": [], "values": 0, "negative": 0, "nan": 0,
+                                           "min": None, "max": None})
+
+    def on_sample(rb, out):
+        info = info_for(rb)
+        if info is not None:
+            info["samples"] += 1
+
+    def on_user_update(rb, method, site):
+        info = info_for(rb)
+        if info is not None:
+            info["updates"] += 1
+            if site not in info["update_sites"] and len(info["update_sites"]) < 3:
+                info["update_sites"].append(site)
+
+    def on_priority(sampler, priority, in_extend):
+        info = buffers.get(by_sampler.get(id(sampler), -1))
+        if info is None or in_extend or priority is None:
+            return
+        p = torch.as_tensor(priority).detach().float().reshape(-1)
+        info["values"] += p.numel()
+        info["negative"] += int((p < 0).sum())
+        info["nan"] += int(p.isnan().sum())
+        finite = p[p.isfinite()]
+        if finite.numel():
+            lo, hi = float(finite.min()), float(finite.max())
+            info["min"] = lo if info["min"] is None else min(info["min"], lo)
+            info["max"] = hi if info["max"] is None else max(info["max"], hi)
+
+    hub.on("rb_built", lambda rb, site: info_for(rb))
+    hub.on("rb_sample", on_sample)
+    hub.on("rb_user_priority", on_user_update)
+    hub.on("sampler_priority", on_priority)
+    hub.summariser(lambda: sec.__setitem__("buffers", list(buffers.values())))
+
+
+def _g(x) -> str:
+    return "?" if x is None else f"{x:.3g}"
+
+
+def judge(observed: dict) -> str:
+    buffers = [b for b in observed["sections"].get(NAME, {}).get("buffers", []) if b["samples"]]
+    if not buffers:
+        raise sr.CheckSkipped("no prioritized replay buffer was sampled")
+    faults, notes = [], []
+    for b in buffers:
+        name = f"{b['cls']} with {b['sampler']}"
+        if b["negative"] or b["nan"]:
+            faults.append(f"{name}: {b['negative']} negative and {b['nan']} NaN priorities of {b['values']} given (min {_g(b['min'])}): (priority + eps) ** alpha "
+                          "is NaN for a negative value, and the next sample() then fails with 'OverflowError: Range exceeds valid bounds'; fix: pass td_error.abs() (or clamp_min(0)) as the priority")
+        elif b["samples"] >= 2 and not b["updates"]:
+            faults.append(f"{name} was sampled {b['samples']} times and its priorities never updated: every item keeps the default priority, so "
+                          "sampling is uniform and the importance weights constant; fix: after the loss, rb.update_priority(batch['index'], "
+                          "td_error.abs()) or, with a TensorDictPrioritizedReplayBuffer, rb.update_tensordict_priority(batch) (DQNLoss writes 'td_error')")
+        else:
+            notes.append(f"{name}: {b['samples']} samples, {b['updates']} priority updates (at {', '.join(b['update_sites']) or '?'}; priorities {_g(b['min'])} to {_g(b['max'])})")
+    if faults:
+        raise sr.CheckFailed(" | ".join(faults))
+    return "; ".join(notes)

@@ -1,0 +1,79 @@
+"""time-limit: is a time limit reported as ``terminated`` instead of ``truncated``?
+
+On every collector batch and ``env.rollout`` output it follows each env row through time
+(across a collector's successive batches) and records the length of every episode and how
+it ended: ``("next", "terminated")`` or ``("next", "truncated")``. Fault: the longest
+terminated length L is the length of most terminated episodes (at least 3) and no episode
+was truncated: a step limit written as termination, so value targets treat step L as a
+terminal state and never bootstrap it (pytorch/rl#1899 on terminated vs truncated;
+TorchTrade/torchtrade#150 is the same fault in a TorchRL env).
+
+Facts (torchrl 0.14.1): ``StepCounter(max_steps=N)`` ends episodes with ``truncated``; a
+custom env that returns only ``done`` gets ``terminated`` equal to it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import skill_report as sr
+
+NAME = "time-limit"
+
+
+def install(hub) -> None:
+    from .tdtools import next_flag
+
+    sec = hub.section(NAME)
+    running: dict = {}
+    ended = {"terminated": Counter(), "truncated": Counter()}
+
+    def follow(key, td, fresh: bool):
+        if td is None or td.batch_dims == 0:
+            return
+        term, trunc = next_flag(td, "terminated"), next_flag(td, "truncated")
+        done = next_flag(td, "done")
+        if term is None and done is not None:
+            term = done & ~trunc if trunc is not None else done
+        if term is None:
+            return
+        if trunc is None:
+            trunc = term & False
+        term = term.reshape(-1, term.shape[-1]).tolist()
+        trunc = trunc.reshape(-1, trunc.shape[-1]).tolist()
+        lengths = [0] * len(term) if fresh or key not in running or len(running[key]) != len(term) else running[key]
+        for r, (row_term, row_trunc) in enumerate(zip(term, trunc)):
+            for t_end, tr_end in zip(row_term, row_trunc):
+                lengths[r] += 1
+                if t_end or tr_end:
+                    ended["truncated" if tr_end else "terminated"][lengths[r]] += 1
+                    lengths[r] = 0
+        running[key] = lengths
+
+    def summarise():
+        sec["terminated"] = {str(k): v for k, v in ended["terminated"].most_common(20)}
+        sec["truncated"] = {str(k): v for k, v in ended["truncated"].most_common(20)}
+        sec["n_terminated"] = sum(ended["terminated"].values())
+        sec["n_truncated"] = sum(ended["truncated"].values())
+        sec["max_terminated"] = max(ended["terminated"], default=0)
+
+    hub.on("collector_batch", lambda col, batch: follow(id(col), batch, False))
+    hub.on("env_rollout", lambda env, policy, td: follow(("rollout", id(env)), td, True))
+    hub.summariser(summarise)
+
+
+def judge(observed: dict) -> str:
+    sec = observed["sections"].get(NAME, {})
+    n_term, n_trunc = sec.get("n_terminated", 0), sec.get("n_truncated", 0)
+    if n_term + n_trunc < 3:
+        raise sr.CheckSkipped(f"only {n_term + n_trunc} episode(s) ended in the collected data")
+    longest = sec.get("max_terminated", 0)
+    at_longest = sec.get("terminated", {}).get(str(longest), 0)
+    if n_trunc == 0 and longest > 1 and at_longest >= 3 and at_longest >= 0.5 * n_term:
+        raise sr.CheckFailed(
+            f"{at_longest} of {n_term} episodes ended `terminated` at exactly step {longest} (none longer, none truncated): a step limit "
+            f"reported as termination, so value targets treat step {longest} as terminal and never bootstrap it; fix: report the limit as "
+            f"truncated (TransformedEnv(env, StepCounter(max_steps={longest})) sets truncated; in a custom env return truncated=True, "
+            "terminated=False when the limit is reached); if the task really ends there, ignore this row"
+        )
+    return f"{n_term} episodes terminated (longest {longest} steps), {n_trunc} truncated (lengths {', '.join(list(sec.get('truncated', {}))[:4]) or '-'})"

@@ -1,0 +1,128 @@
+"""transforms: are the env transforms the script built actually applied?
+
+It records every ``TransformedEnv`` (its base env, its transforms, where it was built,
+whether ``append_transform`` made it) and counts ``step``/``reset`` calls per env object.
+Faults: a ``TransformedEnv`` never stepped nor reset while its base env was stepped
+directly (``env.append_transform(t)`` on a plain env returns a new ``TransformedEnv`` and
+leaves ``env`` unchanged, so dropping the return value drops the transform); a user
+transform that overrides ``_call`` (or ``_apply_transform``) but not ``_reset`` in an env
+that was reset (``Transform._reset`` returns the reset output unchanged, so the first
+observation of every episode is untransformed: pytorch/rl#2595); an ``ObservationNorm``
+used before its statistics are set (the run stops on "Loc/Scale have not been
+initialized"; statistics taken on another env instance than the one collected from, or
+never: pytorch/rl#565, pytorch/rl#699).
+
+Facts (torchrl 0.14.1, torchrl/envs/common.py and torchrl/envs/transforms/_base.py): the
+three behaviours above (tests/test_audit_facts.py reproduces each).
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import skill_report as sr
+
+NAME = "transforms"
+
+
+def _transforms(env) -> list:
+    t = getattr(env, "transform", None)
+    if t is None:
+        return []
+    return list(t) if hasattr(t, "transforms") else [t]
+
+
+def install(hub) -> None:
+    from torchrl.envs import ObservationNorm, Transform, TransformedEnv
+
+    sec = hub.section(NAME)
+    steps: dict[int, int] = {}
+    resets: dict[int, int] = {}
+    envs: dict[int, dict] = {}
+    appended: dict[int, str] = {}
+
+    def user_overrides(t) -> bool:
+        cls = type(t)
+        if cls.__module__.startswith("torchrl."):
+            return False
+        overrides = any(getattr(cls, m) is not getattr(Transform, m) for m in ("_call", "_apply_transform"))
+        return overrides and getattr(cls, "_reset") is getattr(Transform, "_reset")
+
+    def on_env(env, site, by_user=True):
+        if isinstance(env, TransformedEnv) and by_user and id(env) not in envs:
+            envs[id(env)] = {"ref": weakref.ref(env), "site": site, "base": id(getattr(env, "base_env", None)),
+                             "base_cls": type(getattr(env, "base_env", None)).__name__,
+                             "transforms": [type(t).__name__ for t in _transforms(env)],
+                             "reset_skipped": [type(t).__name__ for t in _transforms(env) if user_overrides(t)]}
+
+    def summarise():
+        out = []
+        by_base: dict[int, int] = {}
+        for key, info in envs.items():
+            by_base[info["base"]] = by_base.get(info["base"], 0) + steps.get(key, 0)
+        for key, info in envs.items():
+            env = info["ref"]()
+            if env is not None:  # transforms appended later count too; a dropped env is gone by now
+                ts = _transforms(env)
+                info["transforms"] = [type(t).__name__ for t in ts]
+                info["reset_skipped"] = [type(t).__name__ for t in ts if user_overrides(t)]
+            else:
+                ts = []
+            norms = [{"initialised": bool(getattr(t, "initialized", True)), "keys": [str(k) for k in t.in_keys]}
+                     for t in ts if isinstance(t, ObservationNorm)]
+            out.append({
+                "site": info["site"], "base_cls": info["base_cls"], "base_id": info["base"], "steps": steps.get(key, 0), "resets": resets.get(key, 0),
+                # the base env's use: direct steps, or steps through another TransformedEnv
+                "base_steps": steps.get(info["base"], 0) + by_base[info["base"]] - steps.get(key, 0), "appended_at": appended.get(key),
+                "transforms": info["transforms"], "reset_skipped": info["reset_skipped"],
+                "norms": norms,
+            })
+        sec["envs"] = out
+
+    hub.on("env_built", on_env)
+    hub.on("env_step", lambda env, out: steps.__setitem__(id(env), steps.get(id(env), 0) + 1))
+    hub.on("env_reset", lambda env, out: resets.__setitem__(id(env), resets.get(id(env), 0) + 1))
+    def on_append(env, ret, site):
+        if ret is not env:  # a plain env's append_transform builds a new TransformedEnv
+            appended[id(ret)] = site
+            on_env(ret, site)
+
+    hub.on("append_transform", on_append)
+    hub.summariser(summarise)
+
+
+def judge(observed: dict) -> str:
+    envs = observed["sections"].get(NAME, {}).get("envs", [])
+    end = observed["end"]
+    faults = []
+    if end.get("how") == "raised" and "Loc/Scale have not been initialized" in end.get("error", ""):
+        faults.append(f"ObservationNorm was used before its statistics were set ({end['error']} at {end['site']}); "
+                      "fix: call env.transform.init_stats(num_iter=...) on the env you train with (or pass loc= and scale=) before collecting")
+    if not envs and not faults:
+        raise sr.CheckSkipped("no TransformedEnv was built in the main process")
+    used = 0
+    for e in envs:
+        name = f"TransformedEnv({e['base_cls']}, {'+'.join(e['transforms']) or 'no transform'}) built at {e['appended_at'] or e['site']}"
+        # TransformedEnv(TransformedEnv(base, a), b) unwraps into a new env holding a and b:
+        # the inner one is then unused but its transforms are not lost.
+        merged = any(o is not e and o["base_id"] == e["base_id"] and (o["steps"] or o["resets"])
+                     and set(e["transforms"]) <= set(o["transforms"]) for o in envs)
+        if e["steps"] == 0 and e["resets"] == 0 and e["base_steps"] > 0 and not merged:
+            how = "env.append_transform(...) returns a new TransformedEnv and leaves env unchanged" if e["appended_at"] else "the script steps the base env, not the TransformedEnv"
+            faults.append(f"{name} was never stepped, while its base {e['base_cls']} was stepped {e['base_steps']} times without it: {how}; "
+                          "fix: env = env.append_transform(...) (keep the return value) and hand that env to the collector")
+            continue
+        if e["steps"] or e["resets"]:
+            used += 1
+        if e["reset_skipped"] and e["resets"]:
+            names = ", ".join(e["reset_skipped"])
+            faults.append(f"{names} in {name} overrides _call but not _reset, and the env was reset {e['resets']} times: at each reset its "
+                          "output is untransformed (Transform._reset returns the reset TensorDict unchanged, pytorch/rl#2595); fix: add "
+                          "def _reset(self, tensordict, tensordict_reset): return self._call(tensordict_reset)")
+    if faults:  # the workers of a SerialEnv share one fault: say it once, with the count
+        counts = {f: faults.count(f) for f in faults}
+        raise sr.CheckFailed(" | ".join(f if n == 1 else f"{n} envs: {f}" for f, n in counts.items()))
+    if not used:
+        raise sr.CheckSkipped("no TransformedEnv was stepped in the main process")
+    shown = [f"{'+'.join(e['transforms'])} ({e['steps']} steps, {e['resets']} resets)" for e in envs if (e["steps"] or e["resets"]) and e["transforms"]]
+    return f"{used} TransformedEnv(s) stepped: " + "; ".join(shown)

@@ -1,0 +1,147 @@
+"""Parent side: run the audited target in a child process and bring back what it saw.
+
+One job: start ``child.py`` in its own session (so the whole process tree can be stopped
+as one group), wait for it within the budget, stop it and everything it started, and
+return the observations with the output log. Everything is written in a temporary folder
+that is removed before returning; nothing is written in the user's project (the child
+runs with ``PYTHONDONTWRITEBYTECODE=1``). Ctrl-C stops the child's process group (SIGINT,
+then SIGKILL after 3 s) and re-raises KeyboardInterrupt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+CHILD = Path(__file__).resolve().parent / "child.py"
+TMP_PREFIX = "torchrl-audit-"
+
+
+@dataclass
+class Outcome:
+    """What came back: ``observed`` (the child's JSON, see probe.Hub.payload), ``log`` (the
+    target's stdout and stderr, interleaved), ``wall_s``, ``leftovers`` (processes that had
+    to be killed after the child ended: ``["pid name"]``) and ``killed`` (the child itself
+    had to be killed: it did not stop at the budget)."""
+
+    observed: dict
+    log: str
+    wall_s: float
+    leftovers: list
+    killed: bool
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def _descendants(pid: int) -> dict[int, str]:
+    """``{pid: "name"}`` of the live descendants of ``pid``; multiprocessing's resource
+    tracker is named so that it is not reported (it exits on its own once its pipe closes)."""
+    try:
+        import psutil
+
+        out = {}
+        for p in psutil.Process(pid).children(recursive=True):
+            try:
+                cmd = " ".join(p.cmdline()[:3])
+                out[p.pid] = "resource_tracker" if "resource_tracker" in cmd else p.name()
+            except psutil.Error:
+                continue
+        return out
+    except Exception:  # psutil missing or the child already gone
+        return {}
+
+
+def _stop_all(pgid: int, known: dict[int, str], first=signal.SIGTERM, grace: float = 3.0) -> None:
+    """Signal the child's process group and every descendant seen; SIGKILL what is left."""
+    for sig in (first, signal.SIGKILL):
+        if sig == signal.SIGKILL:
+            deadline = time.monotonic() + grace
+            while time.monotonic() < deadline and (_group_alive(pgid) or _any_alive(known)):
+                time.sleep(0.1)
+        for pid in [pid for pid in known if _alive(pid)]:
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        import psutil
+
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except Exception:
+        return False
+
+
+def _any_alive(known: dict[int, str]) -> bool:
+    return any(_alive(pid) for pid in known)
+
+
+def run(target: str, script_args: list[str], seconds: float, max_frames: int | None, log_copy: Path | None = None) -> Outcome:
+    """Run TARGET (a spec _user_code.parse_target accepts) under the auditor and return the
+    :class:`Outcome`. ``seconds``: the run's budget; the child stops itself at its next
+    checkpoint past it, its watchdog stops a stuck main thread at ``seconds + grace``, and
+    this function kills the process group 20 s after that."""
+    tmp = Path(tempfile.mkdtemp(prefix=TMP_PREFIX))
+    started = time.monotonic()
+    try:
+        out, log = tmp / "observed.json", tmp / "output.log"
+        cfg = {"target": target, "script_args": script_args, "out": str(out), "max_frames": max_frames, "seconds": seconds}
+        (tmp / "config.json").write_text(json.dumps(cfg))
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+        with open(log, "wb") as logf:
+            proc = subprocess.Popen(
+                [sys.executable, str(CHILD), str(tmp / "config.json")],
+                stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+                start_new_session=True, env=env,
+            )
+        known: dict[int, str] = {}
+        killed = False
+        hard_deadline = seconds + max(3.0, 0.1 * seconds) + 20.0
+        try:
+            while proc.poll() is None:
+                known.update(_descendants(proc.pid))
+                if time.monotonic() - started > hard_deadline:
+                    killed = True
+                    _stop_all(proc.pid, {proc.pid: "python", **known})
+                    break
+                time.sleep(0.2)
+            proc.wait(timeout=10)
+        except KeyboardInterrupt:
+            _stop_all(proc.pid, {proc.pid: "python", **known}, first=signal.SIGINT, grace=2.0)
+            with contextlib.suppress(Exception):
+                proc.wait(timeout=2)
+            raise
+        deadline = time.monotonic() + 2.0  # give exiting workers a moment before calling them left over
+        while time.monotonic() < deadline and _any_alive(known):
+            time.sleep(0.1)
+        leftovers = [f"{pid} {name}" for pid, name in known.items() if name != "resource_tracker" and _alive(pid)]
+        if leftovers or _group_alive(proc.pid):
+            _stop_all(proc.pid, known)
+        observed = json.loads(out.read_text()) if out.exists() else {}
+        text = log.read_text(errors="replace") if log.exists() else ""
+        if log_copy is not None:
+            shutil.copyfile(log, log_copy)
+        return Outcome(observed, text, time.monotonic() - started, leftovers, killed)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

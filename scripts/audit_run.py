@@ -1,0 +1,181 @@
+"""Run a TorchRL training script unmodified and name its silent faults, with the evidence.
+
+TARGET is a training script run as __main__ (train.py, its own arguments after --), or
+file.py:function / package.module:function called with no arguments. It runs in a child
+process whose torchrl and torch are instrumented before the target's imports run; the run
+stops at --seconds (default 60), at --max-frames collected frames, or when the target
+ends. Each detector prints one row: PASS with what it measured, FAIL with the evidence,
+the cause and the fix, SKIP when the component is not used; two info rows give the
+update-to-data ratio and the frames per second. The target's stdout/stderr go to a log
+(--log FILE keeps a copy); nothing is written in your project. Multi-process collectors
+and ParallelEnv workers are not instrumented: the run row says which detectors saw only
+the main process. Without TARGET it audits the bundled known-good example
+(sub-skills/development-and-testing/assets/modern_example.py). What each row measures:
+references/run-time-audit.md.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import importlib  # noqa: E402
+
+import skill_report as sr  # noqa: E402
+from _audit import DETECTORS  # noqa: E402
+
+EXAMPLE = (
+    "python $SKILL_DIR/scripts/audit_run.py train.py --max-frames 2000 -- --lr 3e-4\n"
+    "  python $SKILL_DIR/scripts/audit_run.py my_project/train.py:main --seconds 120 --json"
+)
+DEFAULT_TARGET = sr.BUNDLE_ROOT / "sub-skills" / "development-and-testing" / "assets" / "modern_example.py"
+MODULES = [importlib.import_module(f"_audit.{name}") for name in DETECTORS]
+WORKER_BLIND = "transforms, vector-autoreset and identical-workers (first resets) saw only the main process"
+
+
+def build_parser():
+    parser = sr.make_parser(__doc__, EXAMPLE)
+    parser.usage = "%(prog)s [--seconds S] [--max-frames N] [--log FILE] [--json] [TARGET] [-- SCRIPT_ARGS ...]"
+    parser.add_argument("target", nargs="?", metavar="TARGET", help="train.py, file.py:function or package.module:function (default: the bundled known-good example)")
+    parser.add_argument("--seconds", type=sr.number_above(0.0), default=60.0, help="stop the run after this many seconds (default: 60)")
+    parser.add_argument("--max-frames", type=sr.int_at_least(1), default=None, metavar="N", help="stop once N frames were collected (at the next collection call)")
+    parser.add_argument("--log", type=Path, default=None, metavar="FILE", help="keep a copy of the target's stdout/stderr here")
+    own_parse = parser.parse_args
+
+    def parse_args(argv=None, namespace=None):
+        argv = list(sys.argv[1:] if argv is None else argv)
+        cut = argv.index("--") if "--" in argv else len(argv)
+        args = own_parse(argv[:cut], namespace)
+        args.script_args = argv[cut + 1:]
+        return args
+
+    parser.parse_args = parse_args
+    return parser
+
+
+def _tail(log: str, n: int = 3) -> str:
+    lines = [ln for ln in log.strip().splitlines() if ln.strip()]
+    return " / ".join(ln.strip()[:200] for ln in lines[-n:]) or "(no output)"
+
+
+def _refuse(label: str, end: dict, meta: dict, outcome, seconds: float) -> None:
+    """Exit 2 with one line when the target never got as far as building a TorchRL object."""
+    how = end.get("how")
+    if how == "cannot-run":
+        line = (end.get("reason") or ["cannot import the target"])[-1]
+        reason, _, fix = line.partition(": error: ")[2].partition("; fix: ")
+        sr.cannot_run(reason or line, fix)
+    if how == "probe-failed":
+        sr.cannot_run(f"the auditor could not instrument torchrl: {end.get('error')}", "check the stack: python scripts/check_torchrl_env.py")
+    if meta.get("built"):
+        return
+    if how in ("raised", "interrupted"):
+        sr.cannot_run(f"{label} raised {end.get('error', 'KeyboardInterrupt')} (at {end.get('site', '?')}) before building any TorchRL object",
+                      "fix that error first (run the script alone to see its traceback)")
+    if how == "exit":
+        sr.cannot_run(f"{label} exited with code {end.get('exit_code')} before building any TorchRL object (last output: {_tail(outcome.log)})",
+                      "check the script's arguments (pass them after --) and run it alone")
+    if how in ("stuck", "budget") or outcome.killed:
+        where = end.get("site") or meta.get("stuck_at") or "its budget"
+        sr.cannot_run(f"{label} built no TorchRL object in {seconds:g} s and was stopped at {where}",
+                      "find the wait or loop there, or give it more time with --seconds")
+    sr.cannot_run(f"{label} ended without building any TorchRL object (env, collector, loss or replay buffer)",
+                  "pass the script that trains, or file.py:function that runs the training")
+
+
+def check_run(args):
+    """Run the target under the auditor; hand on the observations (see _audit/probe.py)."""
+    import _user_code
+    from _audit import runner
+
+    spec = args.target or str(DEFAULT_TARGET)
+    target = _user_code.parse_target(spec, script_ok=True)
+    outcome = runner.run(spec, args.script_args, args.seconds, args.max_frames, args.log)
+    observed = outcome.observed
+    if not observed:
+        sr.cannot_run(f"the audited process ended without reporting (last output: {_tail(outcome.log)})", "run the target alone to check it starts")
+    meta, end = observed["meta"], observed["end"]
+    _refuse(target.label, end, meta, outcome, args.seconds)
+    observed["outcome"] = {"log_tail": _tail(outcome.log), "lines": len(outcome.log.splitlines()), "leftovers": outcome.leftovers,
+                           "killed": outcome.killed, "label": target.label, "seconds": args.seconds}
+    notes = [f"built {', '.join(meta['built'][:3])}"]
+    if meta["workers"]:
+        notes.append(f"not instrumented: workers of {', '.join(meta['workers'])} ({WORKER_BLIND})")
+    if meta["probe_errors"]:
+        notes.append(f"probe errors (detectors may under-report): {'; '.join(f'{k}: {v}' for k, v in list(meta['probe_errors'].items())[:3])}")
+    detail = (f"{target.label}: {meta.get('elapsed_s', 0):.1f} s, {meta['frames']} frames, {meta['optimizer_steps']} optimizer steps, "
+              f"{observed['outcome']['lines']} output lines; " + "; ".join(notes))
+    return sr.Passed(detail, observed)
+
+
+def check_exit(observed):
+    """How the target ended: finished or stopped at the budget pass; a raise, a non-zero
+    exit, a hang or processes left running fail."""
+    end, meta, out = observed["end"], observed["meta"], observed["outcome"]
+    how = end.get("how")
+    if out["killed"]:
+        raise sr.CheckFailed(f"the target did not stop when asked and was killed (last output: {out['log_tail']})")
+    if how == "raised":
+        raise sr.CheckFailed(f"{end['error']} (at {end['site']}); last output: {out['log_tail']}; the rows below cover what ran before it")
+    if how == "exit":
+        raise sr.CheckFailed(f"exited with code {end.get('exit_code')}; last output: {out['log_tail']}")
+    if how == "stuck":
+        raise sr.CheckFailed(f"no collection or optimizer step past the {out['seconds']:g} s budget; stopped at {end.get('site')}: "
+                             "a wait that never returns (a worker that died, a queue read without timeout); fix that line, or raise --seconds if it was only slow")
+    if how == "finished" and out["leftovers"]:
+        raise sr.CheckFailed(f"finished but left {len(out['leftovers'])} processes running ({', '.join(out['leftovers'][:4])}; stopped by the auditor); "
+                             "fix: call collector.shutdown() and env.close() in a finally block")
+    if how == "budget":
+        return f"stopped at the budget ({end.get('reason')}) after {meta['frames']} frames, {meta.get('elapsed_s', 0):.1f} s"
+    return f"{how} after {meta.get('elapsed_s', 0):.1f} s"
+
+
+def _judge(module):
+    def judge(observed):
+        return module.judge(observed)
+
+    judge.__name__ = f"judge_{module.NAME.replace('-', '_')}"
+    judge.__doc__ = module.__doc__
+    return judge
+
+
+def info_update_to_data(observed):
+    """Optimizer steps per collected frame (information, never a fault)."""
+    meta = observed["meta"]
+    if not meta["frames"] or not meta["optimizer_steps"]:
+        raise sr.CheckSkipped("no frames collected or no optimizer step")
+    return f"{meta['optimizer_steps'] / meta['frames']:.3g} optimizer steps per frame ({meta['optimizer_steps']} steps / {meta['frames']} frames)"
+
+
+def info_frames_per_second(observed):
+    """Collected frames per second from the first to the last collected frame (information)."""
+    meta = observed["meta"]
+    if not meta["frames"] or meta["first_frame_s"] is None:
+        raise sr.CheckSkipped("no frames collected")
+    span = meta["last_frame_s"] - meta["first_frame_s"]
+    if span <= 0:
+        raise sr.CheckSkipped(f"all {meta['frames']} frames came at once")
+    return (f"{meta['frames'] / span:.0f} frames/s between the first and the last collected frame ({meta['frames']} frames in "
+            f"{span:.1f} s, training included; the first frame came {meta['first_frame_s']:.1f} s after the target started)")
+
+
+CHECKS = [
+    sr.Check("run", check_run, gives="observed"),
+    sr.Check("exit", check_exit),
+    *[sr.Check(m.NAME, _judge(m)) for m in MODULES],
+    sr.Check("info:update-to-data", info_update_to_data),
+    sr.Check("info:frames-per-second", info_frames_per_second),
+]
+
+
+def run_checks(args, report):
+    sr.run_declared(CHECKS, report, args=args)
+
+
+def main(argv=None):
+    return sr.standard_main(__file__, build_parser, run_checks, argv, import_torchrl=False)
+
+
+if __name__ == "__main__":
+    sr.main_guard(main)

@@ -1,0 +1,179 @@
+"""The run-time auditor as a command: bad targets get one line and exit 2, a target that fails
+or hangs after building TorchRL objects gets a failing row and exit 1, Ctrl-C exits 130 with
+every process stopped and the temporary folder removed, worker processes are stopped and
+named, the user's files are left as they were.
+
+Exit-code tests run the auditor's parent in this process (the target still runs in its child
+process); the Ctrl-C and leftover tests start a real auditor process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import BUNDLE, FIXTURES, rows, run_main
+
+AUDIT = FIXTURES / "audit"
+BAD = AUDIT / "bad"
+SCRIPT = BUNDLE / "scripts" / "audit_run.py"
+
+
+def run(*argv: str) -> tuple[int, dict, str]:
+    """``(exit code, {row: (status, detail)}, stderr)`` of ``audit_run.main([--json, *argv])``."""
+    code, report, err = run_main(SCRIPT, *argv, stderr=True)
+    return code, rows(report) if report else {}, err
+
+
+def one_line(stderr: str, *texts: str) -> str:
+    lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    for text in texts:
+        assert text in lines[0], lines[0]
+    return lines[0]
+
+
+def test_a_file_with_a_syntax_error_exits_2_naming_the_line(tmp_path):
+    broken = tmp_path / "train.py"
+    broken.write_text("import torch\ndef main(:\n    pass\n")
+    code, rows, stderr = run(str(broken))
+    assert code == 2 and rows == {}
+    one_line(stderr, "SyntaxError", "train.py:2")
+
+
+@pytest.mark.parametrize("target, texts", [
+    (str(BAD / "missing.py"), ["not found", "fix:"]),
+    (f"{BAD / 'targets.py'}:raises_early", ["raised ValueError: bad config", "targets.py:7", "before building any TorchRL object"]),
+    (f"{BAD / 'targets.py'}:exits_early", ["exited with code 3", "usage: train.py --config FILE"]),
+    (f"{BAD / 'targets.py'}:no_torchrl", ["without building any TorchRL object"]),
+    (f"{BAD / 'targets.py'}:nope", ["has no attribute 'nope'"]),
+    (f"{BAD / 'targets.py'}:not_a_function", ["is not a function"]),
+    ("no_such_package.module:main", ["module 'no_such_package.module' not found"]),
+])
+def test_a_target_that_cannot_be_audited_exits_2_with_one_line(target, texts):
+    code, rows, stderr = run(target, "--seconds", "60")
+    assert code == 2 and rows == {}
+    one_line(stderr, *texts)
+
+
+def test_a_hang_before_any_torchrl_object_exits_2_naming_the_line():
+    code, _, stderr = run(f"{BAD / 'targets.py'}:hangs_early", "--seconds", "2")
+    assert code == 2
+    one_line(stderr, "built no TorchRL object in 2 s", "targets.py:25 in hangs_early", "--seconds")
+
+
+@pytest.mark.slow
+def test_a_raise_after_torchrl_objects_fails_the_exit_row_and_keeps_the_detectors():
+    code, rows, _ = run(f"{BAD / 'targets.py'}:raises_late")
+    assert code == 1
+    status, detail = rows["exit"]
+    assert status == "fail" and "RuntimeError: loss exploded at step 3" in detail and "targets.py:15" in detail
+    assert rows["run"][0] == "pass" and "GymEnv at targets.py:13" in rows["run"][1]
+    assert {"target-network", "exploration", "info:update-to-data"} <= set(rows)
+
+
+@pytest.mark.slow
+def test_a_hang_after_torchrl_objects_is_stopped_and_named():
+    code, rows, _ = run(f"{BAD / 'targets.py'}:hangs_late", "--seconds", "3")
+    assert code == 1
+    status, detail = rows["exit"]
+    assert status == "fail" and "stopped at targets.py:34 in hangs_late" in detail
+
+
+@pytest.mark.slow
+def test_module_function_form_is_found_from_the_current_folder(monkeypatch):
+    monkeypatch.chdir(AUDIT)
+    code, rows, _ = run("bad.targets:raises_late")
+    assert code == 1 and "loss exploded" in rows["exit"][1]
+
+
+def _tree_digest(folder) -> dict:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.slow
+def test_user_files_are_left_unchanged_and_the_log_is_kept_where_asked(tmp_path):
+    project = tmp_path / "project"
+    shutil.copytree(AUDIT / "project_dqn", project)
+    before = _tree_digest(project)
+    log = tmp_path / "out.log"
+    code, rows, _ = run(str(project / "train.py"), "--max-frames", "200", "--log", str(log))
+    assert code == 1 and rows["run"][0] == "pass"
+    assert _tree_digest(project) == before  # no edit, no __pycache__, no output file
+    assert "episodes" in log.read_text()  # the script's own prints
+
+
+def _audit_process(args: list[str], tmp_path) -> subprocess.Popen:
+    env = {**os.environ, "TMPDIR": str(tmp_path), "CUDA_VISIBLE_DEVICES": ""}
+    return subprocess.Popen([sys.executable, str(SCRIPT), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, cwd=str(tmp_path))
+
+
+def _wait_for_descendants(pid: int, count: int, timeout: float = 240.0) -> list[int]:
+    import psutil
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        kids = [p.pid for p in psutil.Process(pid).children(recursive=True)]
+        if len(kids) >= count:
+            return kids
+        time.sleep(0.3)
+    raise AssertionError(f"the auditor started fewer than {count} processes in {timeout} s")
+
+
+def _alive(pids: list[int]) -> list[int]:
+    import psutil
+
+    out = []
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                out.append(pid)
+    return out
+
+
+@pytest.mark.slow
+def test_ctrl_c_exits_130_stops_every_process_and_removes_the_temporary_folder(tmp_path):
+    # the broken vector env fixture runs gymnasium's AsyncVectorEnv: the target has workers of its own
+    proc = _audit_process([str(AUDIT / "vector_autoreset" / "broken.py"), "--seconds", "300"], tmp_path)
+    try:
+        kids = _wait_for_descendants(proc.pid, 3)  # the child and at least two gymnasium workers
+        assert [p.name for p in tmp_path.iterdir() if p.name.startswith("torchrl-audit-")]
+        time.sleep(1.0)
+        kids = _wait_for_descendants(proc.pid, len(kids))
+        start = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+        took = time.monotonic() - start
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, stderr
+    assert took < 20, f"took {took:.1f} s to stop"  # a generous bound: it is about 3 s when idle
+    one_line(stderr, "interrupted")
+    deadline = time.monotonic() + 10
+    while _alive(kids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _alive(kids) == []
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith("torchrl-audit-")]
+
+
+@pytest.mark.slow
+def test_multiprocess_collector_workers_are_named_and_stopped(tmp_path):
+    target = str(AUDIT / "multiprocess" / "train.py")
+    code, rows, _ = run(target, "--seconds", "240")
+    assert code == 0, rows
+    assert "not instrumented: workers of MultiSyncCollector(2 workers)" in rows["run"][1]
+    code, rows, _ = run(target, "--seconds", "240", "--", "--no-shutdown")
+    assert code == 1
+    status, detail = rows["exit"]
+    assert status == "fail" and "left" in detail and "collector.shutdown()" in detail
+    pids = [int(item.split()[0]) for item in detail.split("(")[1].split(";")[0].split(", ")]
+    assert _alive(pids) == []
