@@ -11,6 +11,7 @@ ParallelEnv (worker processes, spawn) and checks that each copy got its own seed
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 from pathlib import Path
@@ -19,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
 import skill_report as sr  # noqa: E402
 
 EXAMPLE = (
-    "python sub-skills/envs-and-transforms/scripts/smoke_env_rollout.py --env gym:CartPole-v1 "
+    "python $SKILL_DIR/sub-skills/envs-and-transforms/scripts/smoke_env_rollout.py --env gym:CartPole-v1 "
     "--batched parallel --num-envs 2 --steps 8 --check-specs --json"
 )
 
@@ -106,16 +107,24 @@ def verify_rollout(env, td, steps: int) -> str:
     )
 
 
-def check_single(args, state: dict) -> str:
+def check_gym_backend(args) -> str:
+    if not args.env.startswith("gym:"):
+        raise sr.CheckSkipped("not asked for (pass --env gym:<ID>)")
+    return sr.optional_backend("gymnasium", "gymnasium", "pip install gymnasium")
+
+
+def check_single(args, cleanup):
+    """The transformed env alone, rolled out for --steps steps and checked key by key."""
     import torch
 
+    if args.env.startswith("gym:"):
+        sr.optional_backend("gymnasium", "gymnasium", "pip install gymnasium")
     torch.manual_seed(0)
     env = add_transforms(make_base_env(args.env))
-    state["env"] = env
+    cleanup.callback(env.close, raise_if_closed=False)
     env.set_seed(0)
     td = env.rollout(args.steps)
-    state["td"] = td
-    return f"{args.env}: " + verify_rollout(env, td, args.steps)
+    return sr.Passed(f"{args.env}: " + verify_rollout(env, td, args.steps), env)
 
 
 def check_specs(env) -> str:
@@ -125,62 +134,47 @@ def check_specs(env) -> str:
     return f"check_env_specs passed on {type(env).__name__} batch {list(env.batch_size)}"
 
 
-def check_batched(args, state: dict) -> str:
-    """SerialEnv/ParallelEnv of --num-envs transformed copies; each copy seeded differently."""
+def check_batched(args, env, cleanup):
+    """SerialEnv/ParallelEnv of --num-envs transformed copies; each copy seeded differently.
+    ``env``: the single env passed, so the copies are worth building."""
     import torch
     from torchrl.envs import ParallelEnv, SerialEnv
 
     factory = functools.partial(make_base_env, args.env)
     cls = SerialEnv if args.batched == "serial" else ParallelEnv
     kwargs = {} if cls is SerialEnv else {"mp_start_method": "spawn"}
-    env = add_transforms(cls(args.num_envs, factory, **kwargs))
-    state["batched"] = env
+    batched = add_transforms(cls(args.num_envs, factory, **kwargs))
+    cleanup.callback(batched.close, raise_if_closed=False)
     torch.manual_seed(0)
-    env.set_seed(0)
-    td = env.rollout(args.steps)
-    detail = verify_rollout(env, td, args.steps)
+    batched.set_seed(0)
+    td = batched.rollout(args.steps)
+    detail = verify_rollout(batched, td, args.steps)
     if args.num_envs > 1:
-        obs_key = next(iter(env.full_observation_spec.keys(True, True)))
+        obs_key = next(iter(batched.full_observation_spec.keys(True, True)))
         first = td[..., 0].get(obs_key)
         sr.expect(
             not all(torch.equal(first[0], first[i]) for i in range(1, args.num_envs)),
             f"all {args.num_envs} copies start from the same {obs_key!r}: set_seed did not give each worker its own seed",
         )
-    return f"{cls.__name__}({args.num_envs}) " + detail + "; copies start from different states"
+    return sr.Passed(f"{cls.__name__}({args.num_envs}) " + detail + "; copies start from different states", batched)
 
 
-def check_gym_backend(args) -> str:
-    if not args.env.startswith("gym:"):
-        raise sr.CheckSkipped("not asked for (pass --env gym:<ID>)")
-    return sr.optional_backend("gymnasium", "gymnasium", "pip install gymnasium (or torchrl[gym_continuous])")
+def check_batched_specs(batched_env) -> str:
+    return check_specs(batched_env)
+
+
+CHECKS = [
+    sr.Check("backend:gymnasium", check_gym_backend),
+    sr.Check("rollout:transformed", check_single, gives="env"),
+    sr.Check("specs:check_env_specs", check_specs, flag="check_specs"),
+    sr.Check("batched:rollout", check_batched, flag="batched", gives="batched_env"),
+    sr.Check("specs:check_env_specs-batched", check_batched_specs, flag="check_specs"),
+]
 
 
 def run_checks(args, report: sr.Report) -> None:
-    state: dict = {}
-    if args.env.startswith("gym:"):
-        report.run("backend:gymnasium", lambda: check_gym_backend(args))
-        backend = report.result("backend:gymnasium")
-        if backend.status != "pass":
-            for name in ("rollout:transformed", "specs:check_env_specs", "batched:rollout"):
-                report.add(name, "skip", "gymnasium not installed")
-            return
-    try:
-        report.run("rollout:transformed", lambda: check_single(args, state))
-        if args.check_specs and "env" in state:
-            report.run("specs:check_env_specs", lambda: check_specs(state["env"]))
-        else:
-            report.add("specs:check_env_specs", "skip", "not asked for (pass --check-specs)")
-        if args.batched:
-            report.run(f"batched:{args.batched}", lambda: check_batched(args, state))
-            if args.check_specs and "batched" in state:
-                report.run(f"specs:check_env_specs-{args.batched}", lambda: check_specs(state["batched"]))
-        else:
-            report.add("batched:rollout", "skip", "not asked for (pass --batched serial or --batched parallel)")
-    finally:
-        for key in ("batched", "env"):
-            env = state.get(key)
-            if env is not None and not env.is_closed:
-                env.close()
+    with contextlib.ExitStack() as cleanup:
+        sr.run_declared(CHECKS, report, args=args, cleanup=cleanup)
 
 
 def main(argv=None) -> int:
