@@ -1,12 +1,13 @@
 """Check TorchRL's Ray scale-out on a local one-CPU Ray: RayReplayBuffer, Ray collector, clean exit.
 
 Without flags it only probes whether ray is installed (never importing it) and reports the
-Ray checks as skipped. With --ray it starts a private local Ray
-(ray.init(address="local", num_cpus=1, include_dashboard=False)), runs a RayReplayBuffer
-(extend, sample, len through the remote actor), optionally (--ray-collector, slower: the
-actor imports torchrl) a Collector(backend="ray") on PendulumEnv, then ray.shutdown() in a
-finally block and proves that no raylet, gcs_server or Ray worker process started by this
-run is left (psutil, waiting up to --grace seconds). ray missing: the checks say "missing".
+Ray checks as skipped. With --ray it starts a private local Ray (ray.init(address="local",
+num_cpus=1, include_dashboard=False) in a temporary folder, on the loopback address, usage
+stats off, no cloud-metadata probe), runs a RayReplayBuffer (extend, sample, len through the
+remote actor), optionally (--ray-collector, slower: the actor imports torchrl) a
+Collector(backend="ray") on PendulumEnv, then ray.shutdown() and proves that no raylet,
+gcs_server or Ray worker process started by this run is left (psutil, waiting up to --grace
+seconds) and that no session folder is left. ray missing: the checks say "missing".
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the private siblings (_*.py)
 import skill_report as sr  # noqa: E402
 
-EXAMPLE = "python sub-skills/collectors-and-replay/scripts/check_ray_scaling.py --ray --json"
+EXAMPLE = "python $SKILL_DIR/sub-skills/collectors-and-replay/scripts/check_ray_scaling.py --ray --json"
 RAY_INSTALL = "pip install ray (or torchrl[distributed])"
 # Process names a local Ray session starts (ray 2.60.0): the GCS, the raylet and its agents,
 # and the workers ("ray::<ActorClass>" once an actor runs).
@@ -32,7 +34,10 @@ def build_parser():
         action="store_true",
         help="with --ray, also run Collector(backend='ray') on PendulumEnv (slower: the actor imports torchrl)",
     )
-    parser.add_argument("--grace", type=float, default=10.0, help="seconds to wait for Ray processes to exit (default: 10)")
+    parser.add_argument(
+        "--grace", type=sr.number_above(0.0), default=10.0, metavar="SECONDS",
+        help="seconds to wait for Ray processes to exit after ray.shutdown() (default: 10)",
+    )
     return parser
 
 
@@ -49,34 +54,21 @@ def is_ray_process(desc: str) -> bool:
     return any(m in low for m in RAY_PROCESS_MARKERS) or "ray/" in low or "ray\\" in low
 
 
-class RaySession:
-    """One local Ray started by this script; ``stop()`` is idempotent and runs in finally."""
+class RayRun:
+    """The local Ray of one run and the child processes seen while it ran."""
 
     def __init__(self):
-        self.started = False
-        self.was_started = False
-        self.seen: dict = {}
+        from _ray_local import LocalRay
+
+        self.ray = LocalRay()
         self.before: dict = {}
+        self.seen: dict = {}
 
-    def start(self) -> str:
-        import ray
+    def __enter__(self) -> "RayRun":
+        return self
 
-        sr.expect(not ray.is_initialized(), "a Ray session is already initialized in this process")
-        try:
-            self.before = sr.child_processes()
-        except sr.BackendMissing:
-            self.before = {}
-        ray.init(
-            address="local",  # never attach to another cluster found via RAY_ADDRESS or /tmp/ray
-            num_cpus=1,
-            include_dashboard=False,
-            log_to_driver=False,
-            configure_logging=False,
-        )
-        self.started = True
-        self.was_started = True
-        res = ray.cluster_resources()
-        return f"ray {ray.__version__}: local session, resources CPU={res.get('CPU')}"
+    def __exit__(self, *exc) -> None:
+        self.ray.stop()
 
     def note_processes(self) -> None:
         try:
@@ -84,15 +76,31 @@ class RaySession:
         except sr.BackendMissing:
             pass
 
-    def stop(self) -> None:
-        if self.started:
-            import ray
 
-            ray.shutdown()
-            self.started = False
+def check_installed() -> str:
+    return sr.optional_backend("ray", install=RAY_INSTALL)
 
 
-def check_replay_buffer(session: RaySession) -> str:
+def check_init(run: RayRun) -> sr.Passed:
+    """Start the private local Ray; its node address must be loopback."""
+    sr.optional_backend("ray", install=RAY_INSTALL)
+    try:
+        run.before = sr.child_processes()
+    except sr.BackendMissing:
+        run.before = {}
+    address = run.ray.start()  # imports ray itself, after setting the environment it reads
+    import ray
+
+    res = ray.cluster_resources()
+    where = f"node {address}, temp folder {run.ray.temp_dir}"
+    if run.ray.imported_before:
+        where += " (ray was imported before this check, so it kept its own node address choice)"
+    else:
+        sr.expect(address in ("127.0.0.1", "::1"), f"Ray's node address is {address}, not loopback")
+    return sr.Passed(f"ray {ray.__version__}: local session, CPU={res.get('CPU')}, {where}", run)
+
+
+def check_replay_buffer(ray_run: RayRun) -> str:
     """RayReplayBuffer: the buffer lives in a Ray actor; extend/sample/len go through it."""
     from functools import partial
 
@@ -110,7 +118,7 @@ def check_replay_buffer(session: RaySession) -> str:
         rb.extend(data)
         n = len(rb)
         sample = rb.sample()
-        session.note_processes()
+        ray_run.note_processes()
         sr.expect(n == 50, f"RayReplayBuffer holds {n} after extending 50")
         sr.expect(sample.batch_size == torch.Size([8]), f"sample batch {list(sample.batch_size)}, expected [8]")
         sr.expect(bool((sample["obs"].squeeze(-1) == sample["step"].float()).all()), "sampled rows mixed up")
@@ -119,7 +127,7 @@ def check_replay_buffer(session: RaySession) -> str:
     return f"RayReplayBuffer(storage=partial(LazyTensorStorage, 100)): len {n}, sample {list(sample.batch_size)} consistent; actor closed"
 
 
-def check_collector(session: RaySession) -> str:
+def check_collector(ray_run: RayRun) -> str:
     """Collector(backend="ray", num_collectors=1): batches come back from a Ray actor."""
     import torch
     from torchrl.collectors import Collector
@@ -136,7 +144,7 @@ def check_collector(session: RaySession) -> str:
     try:
         shapes = []
         for batch in collector:
-            session.note_processes()
+            ray_run.note_processes()
             shapes.append(list(batch.batch_size))
             sr.expect(("next", "reward") in batch.keys(True), 'Ray collector batch lacks ("next", "reward")')
     finally:
@@ -145,47 +153,37 @@ def check_collector(session: RaySession) -> str:
     return f"{type(collector).__name__} via Collector(backend='ray'): batches {shapes}; shut down"
 
 
-def check_no_leftover(session: RaySession, grace: float) -> str:
-    """After ray.shutdown(): no process started during the run is alive (sr.leftover_processes)."""
-    if not session.was_started:
-        raise sr.CheckSkipped("Ray was not started (see ray:init-local-1cpu); nothing to prove")
+def check_no_leftover(ray_run: RayRun, args) -> str:
+    """ray.shutdown(), then: no process started during the run is alive
+    (sr.leftover_processes) and no session folder is left, in ours or in Ray's default."""
+    ray_run.ray.stop()
     sr.child_processes()  # BackendMissing without psutil
-    sr.expect(bool(session.seen), "no Ray child process was seen while Ray ran; the leftover check would prove nothing")
-    left = sr.leftover_processes(session.before, grace)
-    ray_left = {p: d for p, d in left.items() if is_ray_process(d)}
+    sr.expect(bool(ray_run.seen), "no Ray child process was seen while Ray ran; the leftover check would prove nothing")
+    left = sr.leftover_processes(ray_run.before, args.grace)
     sr.expect(not left, f"processes left after ray.shutdown(): {sorted(left.items())[:6]}")
-    named = sorted({d.split()[0] for d in session.seen.values()})
-    return f"ray.shutdown(): all {len(session.seen)} Ray child processes gone ({', '.join(named)[:160]}); {len(ray_left)} left"
+    folders = ray_run.ray.left_behind()
+    sr.expect(not folders, f"folders left after ray.shutdown(): {folders}")
+    named = sorted({d.split()[0] for d in ray_run.seen.values()})
+    return (
+        f"ray.shutdown(): all {len(ray_run.seen)} Ray child processes gone ({', '.join(named)[:160]}); "
+        "temp folder removed, no session in Ray's default folder"
+    )
+
+
+CHECKS = [
+    sr.Check("ray:installed", check_installed),
+    sr.Check("ray:init-local-1cpu", check_init, gives="ray_run", flag="ray"),
+    sr.Check("ray:replay-buffer", check_replay_buffer, flag="ray"),
+    sr.Check("ray:collector", check_collector, flag="ray_collector"),
+    sr.Check("ray:shutdown-no-leftover", check_no_leftover, flag="ray"),
+]
 
 
 def run_checks(args, report: sr.Report) -> None:
-    report.run("ray:installed", lambda: sr.optional_backend("ray", install=RAY_INSTALL))
-    probe = report.result("ray:installed")
-    names = ["ray:init-local-1cpu", "ray:replay-buffer", "ray:collector", "ray:shutdown-no-leftover"]
-    if probe.status == "missing":
-        for name in names:
-            report.add(name, "missing", f"ray not installed; install: {RAY_INSTALL}")
-        return
-    if not args.ray:
-        for name in names:
-            report.add(name, "skip", "not asked for (pass --ray)")
-        return
-    session = RaySession()
-    try:
-        report.run(names[0], session.start)
-        init = report.result(names[0])
-        if init.status == "pass":
-            report.run(names[1], lambda: check_replay_buffer(session))
-            if args.ray_collector:
-                report.run(names[2], lambda: check_collector(session))
-            else:
-                report.add(names[2], "skip", "not asked for (pass --ray --ray-collector)")
-        else:
-            for name in names[1:3]:
-                report.add(name, "skip", "Ray did not start (see ray:init-local-1cpu)")
-    finally:
-        session.stop()
-    report.run(names[3], lambda: check_no_leftover(session, args.grace))
+    if args.ray_collector and not args.ray:
+        sr.cannot_run("--ray-collector needs --ray", "pass --ray --ray-collector")
+    with RayRun() as run:
+        sr.run_declared(CHECKS, report, args=args, run=run)
 
 
 def main(argv=None) -> int:

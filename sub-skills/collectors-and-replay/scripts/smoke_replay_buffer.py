@@ -1,31 +1,46 @@
 """Smoke-test TorchRL replay buffers: storages, samplers, priorities, slices, checkpoints.
 
-Every check extends a buffer with known data (obs = 10 * index, so any sample can be
-checked against where it came from) and reports what it sampled. Storages: ListStorage,
-LazyTensorStorage, LazyMemmapStorage (files in a temporary directory), LazyStackStorage,
-CompressedListStorage. Samplers: RandomSampler, SamplerWithoutReplacement, PrioritizedSampler
-with update_priority, SliceSampler (traj_key, strict_length, pad_output) and
-PrioritizedSliceSampler. Also a writer (TensorDictMaxValueWriter), a buffer transform, and a
-dumps/loads round trip in a temporary directory that must restore contents and priorities.
-"""
+Every check extends a buffer with known data (obs = 10 * index, so any sample can be checked
+against where it came from) and reports what it sampled: five storages (memmap files in a
+temporary folder), six samplers (update_priority, strict_length, pad_output), a max-value
+writer, a buffer transform, and a dumps/loads round trip that must restore priorities.
+sampler:slice-layout writes one-step batches of 2 envs flattened with reshape(-1) and into
+an ndim=2 storage: the layout check must reject the first (the envs interleave) and pass
+the second. --dumps DIR runs that layout check on your buffer, saved with rb.dumps(DIR)."""
 
 from __future__ import annotations
 
+import functools
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the private siblings (_*.py)
 import skill_report as sr  # noqa: E402
 
-EXAMPLE = "python sub-skills/collectors-and-replay/scripts/smoke_replay_buffer.py --storage memmap --sampler slice --json"
+EXAMPLE = (
+    "python $SKILL_DIR/sub-skills/collectors-and-replay/scripts/smoke_replay_buffer.py --storage memmap --sampler slice --json\n"
+    "  python $SKILL_DIR/sub-skills/collectors-and-replay/scripts/smoke_replay_buffer.py --dumps saved_buffer/ --slice-len 8"
+)
 
 STORAGES = ["list", "tensor", "memmap", "stack", "compressed"]
-SAMPLERS = ["random", "without-replacement", "prioritized", "slice", "prioritized-slice"]
+SAMPLERS = ["random", "without-replacement", "prioritized", "slice", "slice-layout", "prioritized-slice"]
 N_ITEMS = 100
 # Trajectory lengths of the slice fixture: two are shorter than SLICE_LEN.
 TRAJ_LENGTHS = (30, 4, 30, 6, 30)
 SLICE_LEN = 10
+
+
+def multiple_of_10(text: str) -> int:
+    """argparse type: a positive multiple of 10 (the slice checks cut it into slices of 10)."""
+    value = int(text)
+    if value < 10 or value % 10:
+        raise ValueError(text)
+    return value
+
+
+multiple_of_10.__name__ = "positive multiple of 10"
 
 
 def build_parser():
@@ -36,7 +51,16 @@ def build_parser():
     parser.add_argument(
         "--sampler", choices=SAMPLERS + ["all"], default="all", help="sampler to check (default: all)"
     )
-    parser.add_argument("--batch-size", type=int, default=20, help="sample size, a multiple of 10 (default: 20)")
+    parser.add_argument("--batch-size", type=multiple_of_10, default=20, help="sample size, a multiple of 10 (default: 20)")
+    parser.add_argument(
+        "--dumps", metavar="DIR",
+        help="check only the buffer saved with rb.dumps(DIR): can a SliceSampler cut it into trajectories?",
+    )
+    parser.add_argument(
+        "--traj-key", default="collector.traj_ids",
+        help="with --dumps: the trajectory-id key, dots for nesting (default: collector.traj_ids)",
+    )
+    parser.add_argument("--slice-len", type=sr.int_at_least(1), default=8, help="with --dumps: slice length to sample (default: 8)")
     return parser
 
 
@@ -68,25 +92,13 @@ def _consistent(sample) -> bool:
 
 def make_storage(name: str, max_size: int, scratch_dir: str):
     """The storage called ``name`` (STORAGES), torchrl.data 0.14.1."""
-    from torchrl.data import (
-        CompressedListStorage,
-        LazyMemmapStorage,
-        LazyStackStorage,
-        LazyTensorStorage,
-        ListStorage,
-    )
+    import torchrl.data as data
 
-    if name == "list":
-        return ListStorage(max_size)
-    if name == "tensor":
-        return LazyTensorStorage(max_size)
     if name == "memmap":
-        return LazyMemmapStorage(max_size, scratch_dir=scratch_dir)
-    if name == "stack":
-        return LazyStackStorage(max_size)
-    if name == "compressed":
-        return CompressedListStorage(max_size)
-    raise ValueError(name)
+        return data.LazyMemmapStorage(max_size, scratch_dir=scratch_dir)
+    classes = {"list": data.ListStorage, "tensor": data.LazyTensorStorage, "stack": data.LazyStackStorage,
+               "compressed": data.CompressedListStorage}
+    return classes[name](max_size)
 
 
 def check_storage(name: str, batch_size: int) -> str:
@@ -301,25 +313,83 @@ def check_checkpoint(batch_size: int) -> str:
     return f"dumps/loads ({len(files)} files): 60 items equal, priorities kept (step 3 drawn {share:.0%}), next write at index 60"
 
 
+def check_slice_layout() -> str:
+    """The layout check rejects one-step batches of 2 envs flattened with reshape(-1) (the
+    envs interleave) and passes the same writes into an ndim=2 storage."""
+    import _slice_layout
+
+    with tempfile.TemporaryDirectory() as tmp:
+        dumps = _slice_layout.one_step_layouts(Path(tmp))
+        found = {name: _slice_layout.slice_layout(path, ("collector", "traj_ids"), 3) for name, path in dumps.items()}
+    flat, by_env = found["reshape(-1)"], found["ndim=2"]
+    sr.expect(not flat.ok, f"the layout check passed interleaved storage: {flat.verdict()}")
+    sr.expect("length range: 1 - 1" in flat.sampled, f"interleaved storage: {flat.sampled}")
+    sr.expect(by_env.ok, f"ndim=2 layout rejected: {by_env.verdict()}")
+    return (
+        f"one-step writes of 2 envs, SliceSampler(slice_len=3, traj_key=('collector','traj_ids')): "
+        f"reshape(-1) -> {flat.split} trajectories split, sampler raises (length range 1 - 1); "
+        f"ndim=2 storage -> {by_env.sampled}"
+    )
+
+
+def check_dumps(args) -> str:
+    """Can ``SliceSampler(slice_len, traj_key=...)`` cut the buffer saved in ``--dumps DIR``
+    into trajectories? Fails naming the interleaving and its fix (scripts/error_index.json)."""
+    import _error_index
+    import _slice_layout
+
+    folder = Path(args.dumps).expanduser()
+    if not folder.is_dir():
+        what = "is a file" if folder.exists() else "does not exist"
+        sr.cannot_run(f"--dumps {args.dumps} {what}", "pass the folder you gave rb.dumps(folder)")
+    if not (folder / "storage" / "storage_metadata.json").is_file():
+        sr.cannot_run(f"--dumps {args.dumps} holds no storage/storage_metadata.json", "pass the folder you gave rb.dumps(folder)")
+    key = _slice_layout.parse_key(args.traj_key)
+    try:
+        layout = _slice_layout.slice_layout(folder, key, args.slice_len)
+    except KeyError:
+        raise sr.CheckFailed(
+            f"the stored data has no {key!r}; SliceSampler(traj_key=...) needs an id per step (a collector writes "
+            "('collector', 'traj_ids')); fix: pass --traj-key KEY (dots for nesting) or store the ids"
+        ) from None
+    except (OSError, ValueError) as err:
+        sr.cannot_run(f"--dumps {args.dumps} cannot be read: {sr.first_line(err)}", "pass a folder written by rb.dumps()")
+    if layout.split:
+        entry = _error_index.by_id()[_slice_layout.INTERLEAVED_ENTRY]
+        raise sr.CheckFailed(f"{layout.verdict()}; cause: {entry.plain('cause')} fix: {entry.plain('fix')}")
+    if not layout.ok:
+        raise sr.CheckFailed(f"{layout.verdict()}; fix: python $SKILL_DIR/scripts/explain.py --error '{layout.sampled}'")
+    return f"{folder.name}: {layout.verdict()}"
+
+
+def selected(check: sr.Check, args) -> bool:
+    """Whether ``--storage`` / ``--sampler`` ask for this check (other kinds always run)."""
+    kind, _, name = check.name.partition(":")
+    choice = {"storage": args.storage, "sampler": args.sampler}.get(kind, "all")
+    return choice in ("all", name)
+
+
+CHECKS = [
+    *(sr.Check(f"storage:{name}", functools.partial(check_storage, name)) for name in STORAGES),
+    sr.Check("sampler:random", check_random),
+    sr.Check("sampler:without-replacement", check_without_replacement),
+    sr.Check("sampler:prioritized", check_prioritized),
+    sr.Check("sampler:slice", check_slice),
+    sr.Check("sampler:slice-layout", check_slice_layout),
+    sr.Check("sampler:prioritized-slice", check_prioritized_slice),
+    sr.Check("writer:max-value", check_writer),
+    sr.Check("transform:on-sample", check_transform),
+    sr.Check("checkpoint:dumps-loads", check_checkpoint),
+]
+DUMPS_CHECKS = [sr.Check("layout:slice-trajectories", check_dumps)]
+
+
 def run_checks(args, report: sr.Report) -> None:
-    if args.batch_size < 10 or args.batch_size % 10:
-        sr.cannot_run(f"--batch-size {args.batch_size} is not a positive multiple of 10", "pass e.g. --batch-size 20")
-    bs = args.batch_size
-    storages = STORAGES if args.storage == "all" else [args.storage]
-    for name in storages:
-        report.run(f"storage:{name}", lambda n=name: check_storage(n, bs))
-    samplers = {
-        "random": lambda: check_random(bs),
-        "without-replacement": lambda: check_without_replacement(bs),
-        "prioritized": lambda: check_prioritized(bs),
-        "slice": lambda: check_slice(bs),
-        "prioritized-slice": lambda: check_prioritized_slice(bs),
-    }
-    for name in SAMPLERS if args.sampler == "all" else [args.sampler]:
-        report.run(f"sampler:{name}", samplers[name])
-    report.run("writer:max-value", check_writer)
-    report.run("transform:on-sample", lambda: check_transform(bs))
-    report.run("checkpoint:dumps-loads", lambda: check_checkpoint(bs))
+    if args.dumps:
+        sr.run_declared(DUMPS_CHECKS, report, args=args)
+        return
+    checks = [c for c in CHECKS if selected(c, args)]
+    sr.run_declared(checks, report, batch_size=args.batch_size)
 
 
 def main(argv=None) -> int:
