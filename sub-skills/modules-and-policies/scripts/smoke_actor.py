@@ -6,8 +6,9 @@ TanhNormal (log-prob key present, samples differ under ExplorationType.RANDOM an
 under DETERMINISTIC, deterministic by default outside a collector), the TanhNormal
 log-prob event dim, a ValueOperator (state value and state-action value), a QValueActor
 (categorical, with an action mask), a multi-one-hot QValueModule with var_nums, and a
-MaskedCategorical ProbabilisticActor that never samples a masked action. Each check's
-detail names the keys and shapes it verified.
+MaskedCategorical ProbabilisticActor that never samples a masked action, and a NoisyLinear
+whose noise follows the exploration type (not train()/eval()). Each check's detail names
+the keys and shapes it verified.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import skill_report as sr  # noqa: E402
 
-EXAMPLE = "python sub-skills/modules-and-policies/scripts/smoke_actor.py --batch 16 --json"
+EXAMPLE = "python $SKILL_DIR/sub-skills/modules-and-policies/scripts/smoke_actor.py --batch 16 --json"
 OBS_DIM = 4
 
 
@@ -63,11 +64,12 @@ def make_tanh_normal_actor(return_log_prob: bool = True, low: float = -2.0, high
     )
 
 
-def check_deterministic_actor(n: int) -> str:
+def check_deterministic_actor(args) -> str:
     import torch
     from torchrl.data import Bounded
     from torchrl.modules import MLP, Actor
 
+    n = args.batch
     torch.manual_seed(0)
     actor = Actor(MLP(in_features=OBS_DIM, out_features=2, num_cells=[16]), spec=Bounded(-1.0, 1.0, (2,)), safe=True)
     td = make_obs(n)
@@ -81,14 +83,15 @@ def check_deterministic_actor(n: int) -> str:
     return f'Actor(safe=True): "observation" [{n}, 4] -> "action" [{n}, 2], repeatable, projected into [-1, 1]'
 
 
-def check_probabilistic_actor(n: int) -> str:
+def check_probabilistic_actor(args) -> str:
     import torch
-    import _policy_checks as pc
+    import _policy_checks
     from torchrl.envs.utils import ExplorationType, set_exploration_type
 
+    n = args.batch
     actor = make_tanh_normal_actor()
     td = make_obs(n)
-    findings = pc.audit_probabilistic_actor(actor, td)
+    findings = _policy_checks.audit_probabilistic_actor(actor, td)
     sr.expect(not findings, "; ".join(findings))
     with set_exploration_type(ExplorationType.RANDOM):
         out = actor(td.clone())
@@ -103,28 +106,30 @@ def check_probabilistic_actor(n: int) -> str:
     )
 
 
-def check_default_is_deterministic(n: int) -> str:
+def check_default_is_deterministic(args) -> str:
     import torch
-    import _policy_checks as pc
+    import _policy_checks
     from torchrl.envs.utils import ExplorationType, exploration_type, set_exploration_type
 
+    n = args.batch
     actor = make_tanh_normal_actor()
     td = make_obs(n)
     sr.expect(exploration_type() is None, f"exploration_type() is {exploration_type()} outside any context")
     a1, a2 = actor(td.clone())["action"], actor(td.clone())["action"]
     sr.expect(torch.equal(a1, a2), "outside set_exploration_type the actor sampled; expected its deterministic default")
-    sr.expect(pc.explain_rollout_determinism(actor), "helper did not flag the deterministic default")
+    sr.expect(_policy_checks.explain_rollout_determinism(actor), "helper did not flag the deterministic default")
     with set_exploration_type(ExplorationType.RANDOM):
-        sr.expect(not pc.explain_rollout_determinism(actor), "helper flagged a RANDOM context")
-    prob = pc.find_probabilistic_module(actor)
+        sr.expect(not _policy_checks.explain_rollout_determinism(actor), "helper flagged a RANDOM context")
+    prob = _policy_checks.find_probabilistic_module(actor)
     return f"no context: exploration_type() None, default_interaction_type={prob.default_interaction_type.name}, two calls equal"
 
 
-def check_tanh_normal_log_prob(n: int) -> str:
+def check_tanh_normal_log_prob(args) -> str:
     import torch
-    import _policy_checks as pc
+    import _policy_checks
     from torchrl.modules import TanhNormal
 
+    n = args.batch
     g = torch.Generator().manual_seed(0)
     loc, scale = torch.randn(n, 1, generator=g) * 0.5, torch.rand(n, 1, generator=g) + 0.5
     dist = TanhNormal(loc, scale)
@@ -132,19 +137,19 @@ def check_tanh_normal_log_prob(n: int) -> str:
     lp = dist.log_prob(x)
     elementwise = torch.distributions.Normal(loc, scale).log_prob(torch.atanh(x))
     sr.expect(lp.shape == torch.Size([n]), f"TanhNormal.log_prob shape {list(lp.shape)}, expected [{n}]")
-    sr.expect(pc.find_log_prob_comparison_fault(lp, elementwise), "helper missed the [N] vs [N, 1] comparison")
+    sr.expect(_policy_checks.find_log_prob_comparison_fault(lp, elementwise), "helper missed the [N] vs [N, 1] comparison")
     reference = (elementwise - torch.log1p(-x.pow(2))).sum(-1)
-    sr.expect(not pc.find_log_prob_comparison_fault(lp, reference), "reference still has the wrong shape")
+    sr.expect(not _policy_checks.find_log_prob_comparison_fault(lp, reference), "reference still has the wrong shape")
     err = (lp - reference).abs().max().item()
     sr.expect(err < 1e-4, f"TanhNormal.log_prob differs from the tanh-corrected Normal by {err:.2e}")
     return f"TanhNormal event_shape {list(dist.event_shape)}: log_prob [{n}] vs Normal [{n}, 1]; summed+tanh-corrected match ({err:.1e})"
 
 
-def check_value_operator(n: int) -> str:
+def check_value_operator(args) -> str:
     import torch
-    from tensordict.nn import TensorDictModule  # noqa: F401  (ValueOperator subclasses it)
     from torchrl.modules import MLP, ValueOperator
 
+    n = args.batch
     torch.manual_seed(0)
     td = make_obs(n)
     td["action"] = torch.zeros(n, 1)
@@ -157,11 +162,12 @@ def check_value_operator(n: int) -> str:
     return f'ValueOperator: "observation" -> "state_value" [{n}, 1]; with "action" in in_keys -> "state_action_value" [{n}, 1]'
 
 
-def check_qvalue_actor(n: int) -> str:
+def check_qvalue_actor(args) -> str:
     import torch
     from torchrl.data import Categorical
     from torchrl.modules import MLP, QValueActor
 
+    n = args.batch
     torch.manual_seed(0)
     td = make_obs(n)
     actor = QValueActor(MLP(in_features=OBS_DIM, out_features=3, num_cells=[16]), in_keys=["observation"], spec=Categorical(3))
@@ -175,16 +181,17 @@ def check_qvalue_actor(n: int) -> str:
     return f'QValueActor(Categorical(3)): "action_value" [{n}, 3], "action" [{n}] = argmax, "chosen_action_value" [{n}, 1]; mask honoured'
 
 
-def check_qvalue_mult_one_hot(n: int) -> str:
+def check_qvalue_mult_one_hot(args) -> str:
     import torch
-    import _policy_checks as pc
+    import _policy_checks
     from tensordict import TensorDict
     from torchrl.data import MultiOneHot
     from torchrl.modules import QValueModule
 
+    n = args.batch
     spec = MultiOneHot([2, 3])
     module = QValueModule(spec=spec, var_nums=[2, 3])
-    findings = pc.find_qvalue_action_space_faults(module)
+    findings = _policy_checks.find_qvalue_action_space_faults(module)
     sr.expect(not findings, "; ".join(findings))
     g = torch.Generator().manual_seed(0)
     out = module(TensorDict(action_value=torch.randn(n, 5, generator=g), batch_size=[n]))
@@ -196,13 +203,14 @@ def check_qvalue_mult_one_hot(n: int) -> str:
     return f'QValueModule(spec=MultiOneHot([2, 3]), var_nums=[2, 3]): "action" [{n}, 5], one 1 per component'
 
 
-def check_masked_categorical(n: int) -> str:
+def check_masked_categorical(args) -> str:
     import torch
     from tensordict.nn import TensorDictModule
     from torchrl.data import Categorical
     from torchrl.envs.utils import ExplorationType, set_exploration_type
     from torchrl.modules import MLP, MaskedCategorical, ProbabilisticActor
 
+    n = args.batch
     torch.manual_seed(0)
     logits = TensorDictModule(MLP(in_features=OBS_DIM, out_features=3, num_cells=[16]), in_keys=["observation"], out_keys=["logits"])
     actor = ProbabilisticActor(
@@ -226,16 +234,51 @@ def check_masked_categorical(n: int) -> str:
     return f'MaskedCategorical via in_keys {{"logits", "mask": "action_mask"}}: "action" [{n}] in {seen}, log_prob(masked) = -inf'
 
 
-def run_checks(args, report: sr.Report) -> None:
+def check_noisy_linear(args) -> str:
+    """NoisyLinear adds its noise only under ExplorationType.RANDOM (torchrl >= 0.10,
+    pytorch/rl#3082 fixing #875/#3069); train()/eval() does not switch it, and forward
+    does not resample (reset_noise does)."""
+    import torch
+    from torchrl.envs.utils import ExplorationType, set_exploration_type
+    from torchrl.modules import NoisyLinear, reset_noise
+
     n = args.batch
-    report.run("actor:deterministic", lambda: check_deterministic_actor(n))
-    report.run("actor:probabilistic", lambda: check_probabilistic_actor(n))
-    report.run("actor:default-deterministic", lambda: check_default_is_deterministic(n))
-    report.run("actor:tanh-normal-log-prob", lambda: check_tanh_normal_log_prob(n))
-    report.run("value:operator", lambda: check_value_operator(n))
-    report.run("qvalue:categorical", lambda: check_qvalue_actor(n))
-    report.run("qvalue:multi-one-hot", lambda: check_qvalue_mult_one_hot(n))
-    report.run("actor:masked-categorical", lambda: check_masked_categorical(n))
+    torch.manual_seed(0)
+    layer = NoisyLinear(OBS_DIM, 2)
+    x = make_obs(n)["observation"]
+    mean = torch.nn.functional.linear(x, layer.weight_mu, layer.bias_mu)
+    with set_exploration_type(ExplorationType.RANDOM):
+        noisy, again = layer(x), layer(x)
+        layer.eval()
+        noisy_in_eval = layer(x)
+        layer.train()
+    with set_exploration_type(ExplorationType.DETERMINISTIC):
+        greedy = layer(x)
+    sr.expect(not torch.allclose(noisy, mean), "NoisyLinear under RANDOM returned the mean weights' output")
+    sr.expect(torch.equal(noisy, again), "NoisyLinear resampled its noise inside forward")
+    sr.expect(torch.equal(noisy_in_eval, noisy), "eval() switched the noise off under RANDOM")
+    sr.expect(torch.allclose(greedy, mean) and torch.allclose(layer(x), mean), "DETERMINISTIC / no context did not use the mean weights")
+    layer.apply(reset_noise)
+    with set_exploration_type(ExplorationType.RANDOM):
+        sr.expect(not torch.equal(layer(x), noisy), "reset_noise did not resample")
+    return "NoisyLinear: noisy only under RANDOM (also in eval()), mean weights under DETERMINISTIC or no context; reset_noise resamples"
+
+
+CHECKS = [
+    sr.Check("actor:deterministic", check_deterministic_actor),
+    sr.Check("actor:probabilistic", check_probabilistic_actor),
+    sr.Check("actor:default-deterministic", check_default_is_deterministic),
+    sr.Check("actor:tanh-normal-log-prob", check_tanh_normal_log_prob),
+    sr.Check("value:operator", check_value_operator),
+    sr.Check("qvalue:categorical", check_qvalue_actor),
+    sr.Check("qvalue:multi-one-hot", check_qvalue_mult_one_hot),
+    sr.Check("actor:masked-categorical", check_masked_categorical),
+    sr.Check("noisy:exploration-type", check_noisy_linear),
+]
+
+
+def run_checks(args, report: sr.Report) -> None:
+    sr.run_declared(CHECKS, report, args=args)
 
 
 def main(argv=None) -> int:

@@ -12,29 +12,20 @@ policy on the nested key ("agents", "observation") whose sub-TensorDict has batc
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
 import skill_report as sr  # noqa: E402
 
-EXAMPLE = "python sub-skills/modules-and-policies/scripts/smoke_multiagent.py --agents 4 --json"
+EXAMPLE = "python $SKILL_DIR/sub-skills/modules-and-policies/scripts/smoke_multiagent.py --agents 4 --json"
 BATCH, N_IN, N_OUT = 5, 6, 2
-
-
-def _agents(text: str) -> int:
-    value = int(text)
-    if value < 2:
-        raise ValueError(text)
-    return value
-
-
-_agents.__name__ = "integer >= 2"
 
 
 def build_parser():
     parser = sr.make_parser(__doc__, EXAMPLE)
-    parser.add_argument("--agents", type=_agents, default=3, help="number of agents (default: 3)")
+    parser.add_argument("--agents", type=sr.int_at_least(2), default=3, help="number of agents (default: 3)")
     return parser
 
 
@@ -85,7 +76,9 @@ def mlp_properties(n_agents: int, centralized: bool, share_params: bool) -> dict
     }
 
 
-def check_mlp(n_agents: int, centralized: bool, share_params: bool) -> str:
+def check_mlp(args, *, centralized: bool, share_params: bool) -> str:
+    """One centralized/share_params setting behaves as the table in recurrent-and-multiagent.md says."""
+    n_agents = args.agents
     props = mlp_properties(n_agents, centralized, share_params)
     unshared = mlp_properties(n_agents, centralized, False)["n_params"] if share_params else props["n_params"]
     want = [BATCH, n_agents, N_OUT]
@@ -107,10 +100,11 @@ def check_mlp(n_agents: int, centralized: bool, share_params: bool) -> str:
     )
 
 
-def check_convnet(n_agents: int) -> str:
+def check_convnet(args) -> str:
     import torch
     from torchrl.modules import MultiAgentConvNet
 
+    n_agents = args.agents
     torch.manual_seed(0)
     net = MultiAgentConvNet(
         n_agents=n_agents, centralized=False, share_params=True, in_features=2, num_cells=[4], kernel_sizes=3, strides=1
@@ -121,11 +115,12 @@ def check_convnet(n_agents: int) -> str:
     return f"MultiAgentConvNet: [{BATCH}, {n_agents}, 2, 8, 8] -> {list(y.shape)} (conv features flattened per agent)"
 
 
-def check_nested_keys(n_agents: int) -> str:
+def check_nested_keys(args) -> str:
     import torch
     from tensordict import TensorDict
     from tensordict.nn import TensorDictModule
 
+    n_agents = args.agents
     net = make_mlp(n_agents, centralized=False, share_params=True)
     policy = TensorDictModule(net, in_keys=[("agents", "observation")], out_keys=[("agents", "action")])
     td = TensorDict(
@@ -138,14 +133,18 @@ def check_nested_keys(n_agents: int) -> str:
     return f'("agents", "observation") [{BATCH}, {n_agents}, {N_IN}] -> ("agents", "action") [{BATCH}, {n_agents}, {N_OUT}]; group batch [{BATCH}, {n_agents}]'
 
 
+CHECKS = [
+    sr.Check(f"mlp:centralized={c},share_params={p}", functools.partial(check_mlp, centralized=c, share_params=p))
+    for c in (False, True)
+    for p in (False, True)
+] + [
+    sr.Check("convnet:shape", check_convnet),
+    sr.Check("keys:nested-agent-group", check_nested_keys),
+]
+
+
 def run_checks(args, report: sr.Report) -> None:
-    n = args.agents
-    for centralized in (False, True):
-        for share in (False, True):
-            name = f"mlp:centralized={centralized},share_params={share}"
-            report.run(name, lambda c=centralized, s=share: check_mlp(n, c, s))
-    report.run("convnet:shape", lambda: check_convnet(n))
-    report.run("keys:nested-agent-group", lambda: check_nested_keys(n))
+    sr.run_declared(CHECKS, report, args=args)
 
 
 def main(argv=None) -> int:

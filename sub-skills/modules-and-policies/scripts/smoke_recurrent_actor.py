@@ -13,6 +13,7 @@ trajectory. The GRU collector run is behind --gru-collector.
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 
@@ -20,23 +21,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import skill_report as sr  # noqa: E402
 
-EXAMPLE = "python sub-skills/modules-and-policies/scripts/smoke_recurrent_actor.py --steps 20 --gru-collector --json"
+EXAMPLE = "python $SKILL_DIR/sub-skills/modules-and-policies/scripts/smoke_recurrent_actor.py --steps 20 --gru-collector --json"
 HIDDEN = 8
-
-
-def _steps(text: str) -> int:
-    value = int(text)
-    if value < 8 or value % 2:
-        raise ValueError(text)
-    return value
-
-
-_steps.__name__ = "even integer >= 8"
 
 
 def build_parser():
     parser = sr.make_parser(__doc__, EXAMPLE)
-    parser.add_argument("--steps", type=_steps, default=20, help="rollout length and frames per collector batch (default: 20)")
+    parser.add_argument("--steps", type=sr.int_at_least(8), default=20, help="rollout length and frames per collector batch (default: 20)")
     parser.add_argument("--gru-collector", action="store_true", help="also run the GRU policy through a Collector (LSTM always runs)")
     return parser
 
@@ -87,23 +78,23 @@ def make_gru_policy(action_spec):
 
 
 def check_missing_transforms_flagged() -> str:
-    import _policy_checks as pc
+    import _policy_checks
     from torchrl.envs import TransformedEnv
     from torchrl.modules.utils import get_env_transforms_from_module
 
     env = make_env()
     try:
         policy = make_lstm_policy(env.action_spec)
-        findings = pc.find_missing_recurrent_transforms(env, policy)
+        findings = _policy_checks.find_missing_recurrent_transforms(env, policy)
         sr.expect(len(findings) == 2, f"bare env: expected 2 findings (is_init, hidden keys), got {findings}")
         fixed = TransformedEnv(env, get_env_transforms_from_module(policy))
-        sr.expect(not pc.find_missing_recurrent_transforms(fixed, policy), "env with InitTracker + primer still flagged")
+        sr.expect(not _policy_checks.find_missing_recurrent_transforms(fixed, policy), "env with InitTracker + primer still flagged")
     finally:
         env.close()
     return "bare CartPole flagged (is_init, recurrent_state_h/c); TransformedEnv(env, get_env_transforms_from_module(policy)) accepted"
 
 
-def check_rollout(kind: str, steps: int) -> str:
+def check_rollout(args, *, kind: str) -> str:
     import torch
     from torchrl.envs import TransformedEnv
     from torchrl.modules.utils import get_env_transforms_from_module
@@ -113,7 +104,7 @@ def check_rollout(kind: str, steps: int) -> str:
         policy = (make_lstm_policy if kind == "lstm" else make_gru_policy)(base.action_spec)
         env = TransformedEnv(base, get_env_transforms_from_module(policy))
         keys = ["recurrent_state_h", "recurrent_state_c"] if kind == "lstm" else ["recurrent_state"]
-        data = env.rollout(steps, policy, break_when_any_done=False)
+        data = env.rollout(args.steps, policy, break_when_any_done=False)
     finally:
         base.close()
     n = data.shape[0]
@@ -147,29 +138,32 @@ def collect(kind: str, steps: int):
     return policy, data
 
 
-def check_collector(kind: str, steps: int, state: dict) -> str:
-    import _policy_checks as pc
+def check_collector(args, *, kind: str) -> sr.Passed:
+    """Hands ``(policy, batch)`` to the recurrent-mode check."""
+    import _policy_checks
 
+    steps = args.steps
     policy, data = collect(kind, steps)
-    state[kind] = (policy, data)
     key = "recurrent_state_h" if kind == "lstm" else "recurrent_state"
-    carried, changed, resets = pc.hidden_state_trace(data, key)
+    carried, changed, resets = _policy_checks.hidden_state_trace(data, key)
     n_init = int(data["is_init"].sum())
     sr.expect(carried, f'{key}[t+1] != ("next", {key})[t] inside a trajectory: hidden state not carried by the collector')
     sr.expect(changed >= (steps - n_init) // 2, f"{key} changed on only {changed} of {steps - n_init} in-trajectory steps")
     sr.expect(resets == n_init >= 1, f"{resets} zero hidden states at {n_init} is_init steps")
-    return f"Collector [{steps}] ({kind.upper()}): {key} carried, changed on {changed} steps, zeroed at {resets} is_init reset(s)"
+    return sr.Passed(
+        f"Collector [{steps}] ({kind.upper()}): {key} carried, changed on {changed} steps, zeroed at {resets} is_init reset(s)",
+        (policy, data),
+    )
 
 
-def check_recurrent_mode(steps: int, state: dict) -> str:
+def check_recurrent_mode(lstm_batch) -> str:
     import torch
     from torchrl.modules import set_recurrent_mode
 
-    if "lstm" not in state:
-        raise sr.CheckSkipped("needs the LSTM collector batch (collector:lstm did not run)")
-    policy, data = state["lstm"]
+    policy, data = lstm_batch
     lstm = policy[0]
-    batch = data.reshape(2, steps // 2)  # [B, T]
+    steps = data.shape[0] // 2
+    batch = data[: 2 * steps].reshape(2, steps)  # [B, T]
     wiped = batch.clone()
     for key in ("recurrent_state_h", "recurrent_state_c"):
         first = wiped[key][:, :1].clone()
@@ -181,24 +175,24 @@ def check_recurrent_mode(steps: int, state: dict) -> str:
         seq = lstm(wiped.clone().exclude("embed"))["embed"]
     ref = batch["embed"]
     err = (rec - ref).abs().max().item()
-    sr.expect(rec.shape == torch.Size([2, steps // 2, HIDDEN]), f"embed shape {list(rec.shape)}")
+    sr.expect(rec.shape == torch.Size([2, steps, HIDDEN]), f"embed shape {list(rec.shape)}")
     sr.expect(err < 1e-5, f"set_recurrent_mode(True) output differs from the collected features by {err:.2e}")
     sr.expect(not torch.allclose(seq, ref, atol=1e-5), "sequential mode matched without stored hidden states (test is vacuous)")
-    return f'set_recurrent_mode(True) on [2, {steps // 2}]: "embed" [2, {steps // 2}, {HIDDEN}] rebuilt from the first hidden state (max err {err:.1e})'
+    return f'set_recurrent_mode(True) on [2, {steps}]: "embed" [2, {steps}, {HIDDEN}] rebuilt from the first hidden state (max err {err:.1e})'
+
+
+CHECKS = [
+    sr.Check("recurrent:missing-transforms-flagged", check_missing_transforms_flagged),
+    sr.Check("recurrent:lstm-rollout", functools.partial(check_rollout, kind="lstm")),
+    sr.Check("recurrent:gru-rollout", functools.partial(check_rollout, kind="gru")),
+    sr.Check("collector:lstm", functools.partial(check_collector, kind="lstm"), gives="lstm_batch"),
+    sr.Check("collector:gru", functools.partial(check_collector, kind="gru"), flag="gru_collector"),
+    sr.Check("recurrent:set_recurrent_mode", check_recurrent_mode),
+]
 
 
 def run_checks(args, report: sr.Report) -> None:
-    steps = args.steps
-    state: dict = {}
-    report.run("recurrent:missing-transforms-flagged", check_missing_transforms_flagged)
-    report.run("recurrent:lstm-rollout", lambda: check_rollout("lstm", steps))
-    report.run("recurrent:gru-rollout", lambda: check_rollout("gru", steps))
-    report.run("collector:lstm", lambda: check_collector("lstm", steps, state))
-    if args.gru_collector:
-        report.run("collector:gru", lambda: check_collector("gru", steps, state))
-    else:
-        report.add("collector:gru", "skip", "not asked for (pass --gru-collector)")
-    report.run("recurrent:set_recurrent_mode", lambda: check_recurrent_mode(steps, state))
+    sr.run_declared(CHECKS, report, args=args)
 
 
 def main(argv=None) -> int:

@@ -1,11 +1,13 @@
-"""Example --wiring file: ClipPPOLoss + GAE on a user-written env (torchrl 0.14.1).
+"""Example wiring file: ClipPPOLoss + GAE on a user-written env (torchrl 0.14.1).
 
-Run:  python sub-skills/objectives-and-training/scripts/check_loss_wiring.py --wiring sub-skills/objectives-and-training/assets/ppo_user_env_wiring.py
+Run:  python $SKILL_DIR/sub-skills/objectives-and-training/scripts/check_loss_wiring.py $SKILL_DIR/sub-skills/objectives-and-training/assets/ppo_user_env_wiring.py:build_wiring
 
-Copy it, replace make_env() with your env factory and the two networks with yours.
+Your own file needs no such function: point TARGET at the function that already builds
+your loss (train.py:make_loss); returning (loss, batch) or this dict runs every check.
 build_wiring() returns the dict check_loss_wiring.py reads:
   "loss"            the LossModule
-  "batch"           a TensorDict the loss can consume (collected under torch.no_grad())
+  "batch"           the TensorDict the loss and the estimator consume, as the collector
+                    gave it ([env, time], collected under torch.no_grad())
   "modules"         optional {name: your nn.Module}; name is a network of the loss whose
                     loss.<name>_params exists: actor_network, critic_network (PPO/A2C),
                     qvalue_network (SAC/TD3/REDQ/CQL/IQL), value_network (DQN/DDPG/IQL)

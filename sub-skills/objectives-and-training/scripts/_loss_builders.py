@@ -1,9 +1,10 @@
 """Tiny-module builders for every loss class ``torchrl.objectives`` exports (torchrl 0.14.1).
 
 Private helper of ``inspect_loss_keys.py``, ``smoke_training_step.py`` and
-``check_loss_wiring.py`` (not a check script). Every builder constructs the real loss
-class with the smallest modules that satisfy its constructor, so that the key report
-comes from the installed code, not from a docstring.
+``check_loss_wiring.py`` (not a check script), and the tests' documented testing seam
+(they build independent forward passes with :func:`build` and :func:`forward_batch`).
+Every builder constructs the real loss class with the smallest modules that satisfy its
+constructor, so that the key report comes from the installed code, not from a docstring.
 
 Conventions (all sizes fixed, all CPU):
 - observation ``"observation"`` [*B, 3] float; continuous action ``"action"`` [*B, 1] in
@@ -20,6 +21,7 @@ from __future__ import annotations
 def fmt_key(key) -> str:
     """Nested key -> dotted string: ("next", ("agents", "obs")) -> "next.agents.obs"."""
     return ".".join(fmt_key(k) for k in key) if isinstance(key, tuple) else str(key)
+
 
 OBS, ACT, NACT = 3, 1, 2
 
@@ -127,7 +129,8 @@ def action_value_module(out_key="action_value"):
 
 
 def make_batch(kind: str, n: int = 8, seed: int = 0):
-    """A collector-shaped TensorDict, batch [n].
+    """A collector-shaped TensorDict, batch [n]: one trajectory (``("next", "observation")``
+    at step t is ``"observation"`` at t+1) that ends with ``done`` at the last step.
 
     kind: ``"continuous"`` (action [n,1] in [-1,1], with "action_log_prob" from
     ``continuous_actor``-like noise) or ``"discrete"`` (one-hot action [n,2]).
@@ -142,13 +145,14 @@ def make_batch(kind: str, n: int = 8, seed: int = 0):
         action = torch.nn.functional.one_hot(torch.randint(0, NACT, (n,), generator=g), NACT)
     done = torch.zeros(n, 1, dtype=torch.bool)
     done[-1] = True
+    states = torch.randn(n + 1, OBS, generator=g)  # one trajectory: step t+1 starts where t ended
     return TensorDict(
         {
-            "observation": torch.randn(n, OBS, generator=g),
+            "observation": states[:-1],
             "action": action,
             "action_log_prob": torch.randn(n, generator=g) * 0.1 - 1.0,
             "next": {
-                "observation": torch.randn(n, OBS, generator=g),
+                "observation": states[1:],
                 "reward": torch.randn(n, 1, generator=g),
                 "done": done.clone(),
                 "terminated": done.clone(),
@@ -158,7 +162,8 @@ def make_batch(kind: str, n: int = 8, seed: int = 0):
     )
 
 
-def _bounded():
+def bounded_action_spec():
+    """Bounded(-1, 1, (1,)): the action spec of the continuous builders (SAC-family losses need one)."""
     from torchrl.data import Bounded
 
     return Bounded(-1.0, 1.0, (ACT,))
@@ -246,41 +251,41 @@ def _multiagent(loss):
 
 def _builders():
     """name -> (zero-arg constructor, batch kind or None). Kind None: no forward pass here."""
-    import torchrl.objectives as O
+    import torchrl.objectives as objectives
 
     return {
-        "PPOLoss": (lambda a: O.PPOLoss(a, state_value()), "onpolicy"),
-        "ClipPPOLoss": (lambda a: O.ClipPPOLoss(a, state_value()), "onpolicy"),
-        "KLPENPPOLoss": (lambda a: O.KLPENPPOLoss(a, state_value()), "onpolicy"),
-        "IPPOLoss": (lambda a: _multiagent(O.IPPOLoss(a, state_value())), "onpolicy-agents"),
-        "MAPPOLoss": (lambda a: _multiagent(O.MAPPOLoss(a, state_value())), "onpolicy-agents"),
-        "A2CLoss": (lambda a: O.A2CLoss(a, state_value()), "onpolicy"),
-        "ReinforceLoss": (lambda a: O.ReinforceLoss(a, state_value()), "onpolicy"),
-        "SACLoss": (lambda: O.SACLoss(continuous_actor(), qsa_value(), action_spec=_bounded()), "continuous"),
+        "PPOLoss": (lambda a: objectives.PPOLoss(a, state_value()), "onpolicy"),
+        "ClipPPOLoss": (lambda a: objectives.ClipPPOLoss(a, state_value()), "onpolicy"),
+        "KLPENPPOLoss": (lambda a: objectives.KLPENPPOLoss(a, state_value()), "onpolicy"),
+        "IPPOLoss": (lambda a: _multiagent(objectives.IPPOLoss(a, state_value())), "onpolicy-agents"),
+        "MAPPOLoss": (lambda a: _multiagent(objectives.MAPPOLoss(a, state_value())), "onpolicy-agents"),
+        "A2CLoss": (lambda a: objectives.A2CLoss(a, state_value()), "onpolicy"),
+        "ReinforceLoss": (lambda a: objectives.ReinforceLoss(a, state_value()), "onpolicy"),
+        "SACLoss": (lambda: objectives.SACLoss(continuous_actor(), qsa_value(), action_spec=bounded_action_spec()), "continuous"),
         "DiscreteSACLoss": (
-            lambda: O.DiscreteSACLoss(discrete_actor(), action_value_module(), num_actions=NACT, action_space="one-hot"),
+            lambda: objectives.DiscreteSACLoss(discrete_actor(), action_value_module(), num_actions=NACT, action_space="one-hot"),
             "discrete",
         ),
-        "REDQLoss": (lambda: O.REDQLoss(continuous_actor(), qsa_value(), action_spec=_bounded()), "continuous"),
-        "CrossQLoss": (lambda: O.CrossQLoss(continuous_actor(), qsa_value(), action_spec=_bounded()), "continuous"),
-        "TQCLoss": (lambda: O.TQCLoss(continuous_actor(), qsa_value(), action_spec=_bounded()), None),
-        "CQLLoss": (lambda: O.CQLLoss(continuous_actor(), qsa_value(), action_spec=_bounded()), "continuous"),
-        "DiscreteCQLLoss": (lambda: O.DiscreteCQLLoss(q_actor(), action_space="one-hot"), "discrete"),
-        "IQLLoss": (lambda: O.IQLLoss(continuous_actor(), qsa_value(), state_value()), "continuous"),
+        "REDQLoss": (lambda: objectives.REDQLoss(continuous_actor(), qsa_value(), action_spec=bounded_action_spec()), "continuous"),
+        "CrossQLoss": (lambda: objectives.CrossQLoss(continuous_actor(), qsa_value(), action_spec=bounded_action_spec()), "continuous"),
+        "TQCLoss": (lambda: objectives.TQCLoss(continuous_actor(), qsa_value(), action_spec=bounded_action_spec()), None),
+        "CQLLoss": (lambda: objectives.CQLLoss(continuous_actor(), qsa_value(), action_spec=bounded_action_spec()), "continuous"),
+        "DiscreteCQLLoss": (lambda: objectives.DiscreteCQLLoss(q_actor(), action_space="one-hot"), "discrete"),
+        "IQLLoss": (lambda: objectives.IQLLoss(continuous_actor(), qsa_value(), state_value()), "continuous"),
         "DiscreteIQLLoss": (
-            lambda: O.DiscreteIQLLoss(discrete_actor(), action_value_module("state_action_value"), state_value(), action_space="one-hot"),
+            lambda: objectives.DiscreteIQLLoss(discrete_actor(), action_value_module("state_action_value"), state_value(), action_space="one-hot"),
             "discrete",
         ),
-        "DDPGLoss": (lambda: O.DDPGLoss(deterministic_actor(), qsa_value()), "continuous"),
-        "TD3Loss": (lambda: O.TD3Loss(deterministic_actor(), qsa_value(), action_spec=_bounded()), "continuous"),
-        "TD3BCLoss": (lambda: O.TD3BCLoss(deterministic_actor(), qsa_value(), action_spec=_bounded()), "continuous"),
-        "DQNLoss": (lambda: O.DQNLoss(q_actor(), action_space="one-hot"), "discrete"),
-        "DistributionalDQNLoss": (lambda: O.DistributionalDQNLoss(_dist_dqn(), gamma=0.9), "discrete"),
+        "DDPGLoss": (lambda: objectives.DDPGLoss(deterministic_actor(), qsa_value()), "continuous"),
+        "TD3Loss": (lambda: objectives.TD3Loss(deterministic_actor(), qsa_value(), action_spec=bounded_action_spec()), "continuous"),
+        "TD3BCLoss": (lambda: objectives.TD3BCLoss(deterministic_actor(), qsa_value(), action_spec=bounded_action_spec()), "continuous"),
+        "DQNLoss": (lambda: objectives.DQNLoss(q_actor(), action_space="one-hot"), "discrete"),
+        "DistributionalDQNLoss": (lambda: objectives.DistributionalDQNLoss(_dist_dqn(), gamma=0.9), "discrete"),
         "QMixerLoss": (_qmixer, None),
-        "BCLoss": (lambda: O.BCLoss(continuous_actor()), "continuous"),
+        "BCLoss": (lambda: objectives.BCLoss(continuous_actor()), "continuous"),
         "GAILLoss": (_gail, None),
         "RNDLoss": (_rnd, None),
-        "ExponentialQuadraticCost": (lambda: O.ExponentialQuadraticCost(), None),
+        "ExponentialQuadraticCost": (lambda: objectives.ExponentialQuadraticCost(), None),
     }
 
 
@@ -288,12 +293,12 @@ def exported_loss_names() -> list:
     """Every public LossModule subclass in ``torchrl.objectives.__all__`` (sorted)."""
     import inspect
 
-    import torchrl.objectives as O
+    import torchrl.objectives as objectives
 
     names = []
-    for name in getattr(O, "__all__", dir(O)):
-        obj = getattr(O, name, None)
-        if inspect.isclass(obj) and issubclass(obj, O.LossModule) and obj is not O.LossModule:
+    for name in getattr(objectives, "__all__", dir(objectives)):
+        obj = getattr(objectives, name, None)
+        if inspect.isclass(obj) and issubclass(obj, objectives.LossModule) and obj is not objectives.LossModule:
             names.append(name)
     return sorted(names)
 

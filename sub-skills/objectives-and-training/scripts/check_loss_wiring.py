@@ -1,92 +1,90 @@
-"""Diagnose how an actor, a critic and a torchrl loss are wired, before training on it.
+"""Diagnose how an actor, a critic, a value estimator and a torchrl loss are wired, before training on it.
 
-Given a Python file whose build_wiring() returns {"loss": LossModule, "batch": TensorDict,
-"modules": {"qvalue_network": user_module, ...}, "value_estimator": GAE(...)} (modules
-and value_estimator optional; a list of such dicts also works), it checks: the critic
-writes the loss's value key (else torchrl raises "value key 'state_value' not found in
-value network out_keys [...]"); the batch carries the log-prob key the loss reads (else
-"Couldn't find the log-prob action_log_prob in the input data.") and that log-prob does
-not require grad (else "tensordict stored action_log_prob requires grad."); a real
-forward pass gives finite losses; a standalone value estimator's critic writes its value
-key (else "TypeError: 'NoneType' object is not subscriptable" from GAE); and each user
-module named in "modules" holds the weights the loss trains (SACLoss/IQL keep their own
-stacked copies, so a user's critic silently never changes). "modules" keys are network
-names N of the loss with a loss.N_params: actor_network, critic_network (PPO, A2C),
-qvalue_network (SAC, TD3, REDQ, CQL, IQL), value_network (DQN, DDPG, IQL). Each failure
-names the fix. Default: the built-in known-good PPO and SAC wirings (default_wiring());
-a PPO-on-a-user-env example file is assets/ppo_user_env_wiring.py.
+TARGET is your own function, called with no arguments: FILE.py:make_loss or
+package.module:make_loss (--wiring FILE.py means FILE.py:build_wiring). It returns the
+loss module, (loss, batch), or a dict {"loss", "batch", "modules", "value_estimator"}
+(or a list of these; see _loss_wiring.py). Per loss it checks: the critic writes the
+loss's value key; the batch holds the log-prob key the loss reads, without grad; where
+the advantage comes from (a batch without "advantage" makes a PPO/A2C loss recompute it
+with its own estimator, by default GAE(gamma=0.99, lmbda=0.95), not yours); that the
+batch is whole trajectories along the estimator's time dim (GAE on a flattened
+[env*time] or shuffled batch leaks advantages across envs); a real forward pass gives
+finite losses; a standalone estimator finds its value key; and each module named in
+"modules" holds the weights the loss trains (SACLoss/IQL keep their own copies). Each
+failure names the fix. With no TARGET: the built-in known-good PPO and SAC wirings.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import functools
+import inspect
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _user_code  # noqa: E402
 import skill_report as sr  # noqa: E402
-from _loss_builders import fmt_key as _fmt  # noqa: E402
+from _estimator_views import EstimatorView, loss_estimator_view, trajectory_breaks, view_of  # noqa: E402
+from _loss_builders import fmt_key  # noqa: E402
 
 EXAMPLE = (
-    "python sub-skills/objectives-and-training/scripts/check_loss_wiring.py --wiring my_wiring.py --json\n"
-    "  (my_wiring.py defines build_wiring() -> {'loss': ..., 'batch': ..., 'modules': {...}})"
+    "python $SKILL_DIR/sub-skills/objectives-and-training/scripts/check_loss_wiring.py train.py:make_loss --json\n"
+    "  python $SKILL_DIR/sub-skills/objectives-and-training/scripts/check_loss_wiring.py --wiring my_wiring.py\n"
+    "  (make_loss() returns the loss, (loss, batch) or {'loss': ..., 'batch': ..., 'value_estimator': ...})"
 )
 
 
 def build_parser():
     parser = sr.make_parser(__doc__, EXAMPLE)
-    parser.add_argument(
-        "--wiring",
-        metavar="FILE.py",
-        help="file defining build_wiring() -> dict(loss=, batch=, modules=); default: the built-in known-good PPO and SAC wirings (default_wiring() in this script)",
-    )
+    parser.add_argument("target", nargs="?", metavar="TARGET", help="FILE.py:function or package.module:function returning the loss (see above)")
+    parser.add_argument("--wiring", metavar="FILE.py", help="same as TARGET FILE.py:build_wiring (kept for older commands)")
+    sr.add_timeout_flag(parser)
     return parser
 
 
-def default_wiring() -> list:
-    """Known-good wirings: ClipPPOLoss with a critic writing "state_value", and SACLoss whose
-    user Q-module is synced back from the loss's copy after one training step."""
-    import torch
-    from tensordict import TensorDict
-    import _loss_builders as B
-    from torchrl.objectives import ClipPPOLoss, SACLoss
-
-    torch.manual_seed(0)
-    actor = B.continuous_actor()
-    ppo = ClipPPOLoss(actor, B.state_value())
-    ppo.make_value_estimator(gamma=0.99)
-    batch = B.forward_batch("onpolicy", actor)
-
-    qnet = B.qsa_value()
-    sac = SACLoss(B.continuous_actor(), qnet, num_qvalue_nets=2, action_spec=B._bounded())
-    sac_batch = B.make_batch("continuous")
-    out = sac(sac_batch)
-    opt = torch.optim.Adam(sac.parameters(), lr=1e-2)
-    (out["loss_qvalue"] + out["loss_actor"]).backward()
-    opt.step()
-    TensorDict.from_module(qnet).data.update_(sac.qvalue_network_params[0].data)  # the sync
-    return [
-        {"name": "ppo", "loss": ppo, "batch": batch},
-        {"name": "sac", "loss": sac, "batch": sac_batch, "modules": {"qvalue_network": qnet}},
-    ]
+def resolve_target(args):
+    """The parsed TARGET, or None for the built-in wirings; exit 2 on a bad or unreadable target."""
+    if args.target and args.wiring:
+        sr.cannot_run("give TARGET or --wiring, not both", "drop --wiring (TARGET FILE.py:build_wiring is the same)")
+    spec = args.target or args.wiring
+    if spec is None:
+        return None
+    if args.wiring and not args.wiring.rpartition(":")[2].isidentifier():
+        spec = f"{args.wiring}:build_wiring"
+    return _user_code.parse_target(spec, form="FILE.py:make_loss or package.module:make_loss")
 
 
-def load_wiring(path: str) -> list:
-    """Import ``path`` and call its ``build_wiring()``; a dict or a list of dicts."""
-    file = Path(path)
-    if not file.is_file():
-        sr.cannot_run(f"--wiring {path} is not a file", "pass a .py file defining build_wiring()")
-    spec = importlib.util.spec_from_file_location(f"_wiring_{file.stem}", file)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    if not hasattr(mod, "build_wiring"):
-        sr.cannot_run(f"{path} defines no build_wiring()", "add def build_wiring(): return {'loss': ..., 'batch': ...}")
-    out = mod.build_wiring()
-    items = out if isinstance(out, list) else [out]
-    for i, item in enumerate(items):
-        item.setdefault("name", f"{file.stem}" if len(items) == 1 else f"{file.stem}[{i}]")
-    return items
+def check_build(target) -> sr.Passed:
+    """Import TARGET and call it with no arguments; read what it returns into wirings."""
+    import _loss_wiring
+
+    if target is None:
+        return sr.Passed("built-in known-good wirings: ppo, sac", _loss_wiring.wirings_from(_loss_wiring.default_wiring(), "default_wiring()", "default"))
+    fn = _user_code.load_attr(target)
+    call = f"{target.attr}()"
+    if not callable(fn):
+        raise sr.CheckFailed(f"{target.label} is {type(fn).__name__}, not a function; point TARGET at the function that builds the loss")
+    try:
+        required = [p.name for p in inspect.signature(fn).parameters.values() if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    except (TypeError, ValueError):
+        required = []
+    if required:
+        raise sr.CheckFailed(f"{target.attr}({', '.join(required)}) needs arguments, and the checker calls it with none; give them defaults, or point TARGET at a function that builds them")
+    try:
+        value = _user_code.call_user(fn, call)
+    except (sr.CheckFailed, _user_code.TimeLimitExceeded):
+        raise
+    except Exception as err:  # the user's function failed: that is this check's finding
+        raise sr.CheckFailed(f"{call} raised {sr.first_line(err)} (at {_user_code.error_site(err)}); fix that line, then rerun") from None
+    stem = target.path.stem if target.path is not None else target.module.rpartition(".")[2]
+    wirings = _loss_wiring.wirings_from(value, call, stem)
+    return sr.Passed(f"{call} returned {len(wirings)} wiring(s): {', '.join(w.name for w in wirings)}", wirings)
+
+
+def needs_batch(batch) -> None:
+    if batch is None:
+        raise sr.CheckSkipped("no batch: return (loss, batch) or {'loss': ..., 'batch': ...} to run this check")
 
 
 def check_value_key(loss) -> str:
@@ -97,35 +95,35 @@ def check_value_key(loss) -> str:
     want = loss.tensor_keys.value
     outs = list(critic.out_keys)
     if want not in outs:
-        real = [_fmt(k) for k in outs]
+        real = [fmt_key(k) for k in outs]
         raise sr.CheckFailed(
-            f"value key '{_fmt(want)}' not found in value network out_keys {real} (torchrl raises this KeyError "
+            f"value key '{fmt_key(want)}' not found in value network out_keys {real} (torchrl raises this KeyError "
             f"at make_value_estimator or at the first forward); fix: loss.set_keys(value={real[-1]!r}) BEFORE "
             "loss.make_value_estimator(...), or build the critic with out_keys=['state_value']"
         )
-    return f"critic out_keys {[_fmt(k) for k in outs]} contain value key '{_fmt(want)}'"
+    return f"critic out_keys {[fmt_key(k) for k in outs]} contain value key '{fmt_key(want)}'"
 
 
 def check_log_prob_key(loss, batch) -> str:
     """The batch must hold the log-prob key the loss reads (``sample_log_prob`` field, default "action_log_prob")."""
-    tk = loss.tensor_keys
-    field = "sample_log_prob" if hasattr(tk, "sample_log_prob") else None
-    if field is None or getattr(tk, field) not in getattr(loss, "in_keys", []):
+    keys = loss.tensor_keys
+    if not hasattr(keys, "sample_log_prob") or keys.sample_log_prob not in getattr(loss, "in_keys", []):
         raise sr.CheckSkipped(f"{type(loss).__name__} does not read a stored log-prob")
-    want = getattr(tk, field)
-    keys = [_fmt(k) for k in batch.keys(True, True)]
-    if _fmt(want) in keys:
+    needs_batch(batch)
+    want = keys.sample_log_prob
+    present = [fmt_key(k) for k in batch.keys(True, True)]
+    if fmt_key(want) in present:
         if batch.get(want).requires_grad:
-            raise sr.CheckFailed(grad_message(_fmt(want), type(loss).__name__))
-        return f"batch holds '{_fmt(want)}' (tensor_keys.{field}), no grad"
-    others = [k for k in keys if k.endswith("log_prob")]
+            raise sr.CheckFailed(grad_message(fmt_key(want), type(loss).__name__))
+        return f"batch holds '{fmt_key(want)}' (tensor_keys.sample_log_prob), no grad"
+    others = [k for k in present if k.endswith("log_prob")]
     hint = (
-        f"the batch names it {others[0]!r}; fix: batch.rename_key_({others[0]!r}, {_fmt(want)!r}) or "
-        f"loss.set_keys({field}={others[0]!r})"
+        f"the batch names it {others[0]!r}; fix: batch.rename_key_({others[0]!r}, {fmt_key(want)!r}) or "
+        f"loss.set_keys(sample_log_prob={others[0]!r})"
         if others
         else "fix: collect with an actor built with return_log_prob=True (ProbabilisticActor), or set_keys to the key you store"
     )
-    raise sr.CheckFailed(f"Couldn't find the log-prob {_fmt(want)} in the input data. ({type(loss).__name__}); {hint}")
+    raise sr.CheckFailed(f"Couldn't find the log-prob {fmt_key(want)} in the input data. ({type(loss).__name__}); {hint}")
 
 
 def grad_message(key: str, loss_name: str) -> str:
@@ -142,10 +140,98 @@ def grad_message(key: str, loss_name: str) -> str:
     )
 
 
+def recomputes_advantage(loss, batch) -> bool:
+    """True when ``loss`` will compute the advantage itself in forward: a loss with an
+    advantage key (PPO family, A2C, Reinforce) given a batch without it (torchrl 0.14.1,
+    ``ClipPPOLoss.forward``: ``if advantage is None: self.value_estimator(...)``)."""
+    key = getattr(loss.tensor_keys, "advantage", None)
+    return key is not None and key not in batch.keys(True)
+
+
+def check_advantage_source(loss, batch, estimator) -> str:
+    """Which estimator produces the advantage the loss trains on, and whether it is the user's.
+
+    A PPO/A2C loss given a batch without ``"advantage"`` recomputes it in forward with its
+    own ``loss.value_estimator``; one never set by ``make_value_estimator`` is the class
+    default (``GAE(gamma=0.99, lmbda=0.95)`` for ClipPPOLoss/A2CLoss/ReinforceLoss on 0.14.1,
+    ``MultiAgentGAE`` for MAPPOLoss/IPPOLoss). Fails when the user's standalone estimator
+    differs from it (their gamma/lmbda are never used; pytorch/rl#2462 is the confusion
+    this causes) or when the batch holds an advantage under another key.
+    """
+    name = type(loss).__name__
+    key = getattr(loss.tensor_keys, "advantage", None)
+    if key is None:
+        raise sr.CheckSkipped(f"{name} reads no advantage")
+    needs_batch(batch)
+    if not recomputes_advantage(loss, batch):
+        return f"batch holds '{fmt_key(key)}': {name} trains on it and does not recompute it"
+    own = loss_estimator_view(loss).label
+    origin = "its own" if getattr(loss, "_value_estimator", None) is not None else "its default (make_value_estimator was never called)"
+    if estimator is not None and view_of(estimator).label != own:
+        raise sr.CheckFailed(
+            f"the batch holds no '{fmt_key(key)}', so {name} recomputes it at every forward with {origin} {own}, "
+            f"not your {view_of(estimator).label}: your hyperparameters are never used; fix: run your estimator on "
+            f"the batch before the loss (estimator(batch) writes '{fmt_key(key)}' and 'value_target' in place; keep that "
+            f"batch, not a copy), or give the loss the same one: loss.make_value_estimator(ValueEstimators.GAE, gamma=..., lmbda=...)"
+        )
+    elsewhere = [fmt_key(k) for k in batch.keys(True, True) if "advantage" in fmt_key(k).rpartition(".")[2]]
+    if elsewhere:
+        raise sr.CheckFailed(
+            f"the batch holds {elsewhere} but {name} reads '{fmt_key(key)}', so it recomputes the advantage with {origin} {own}; "
+            f"fix: loss.set_keys(advantage={elsewhere[0]!r})"
+        )
+    return f"no '{fmt_key(key)}' in the batch: {name} computes it at forward with {origin} {own}"
+
+
+def estimator_on(loss, batch, estimator) -> EstimatorView | None:
+    """The estimator that will run on ``batch``: the user's standalone one, else the loss's
+    own when its forward calls it (value-based losses always do; PPO/A2C without "advantage")."""
+    if estimator is not None:
+        return view_of(estimator)
+    if getattr(loss.tensor_keys, "advantage", None) is not None and not recomputes_advantage(loss, batch):
+        return None
+    return loss_estimator_view(loss) if getattr(loss, "default_value_estimator", None) is not None else None
+
+
+def check_trajectories(loss, batch, estimator) -> str:
+    """A multi-step estimator (GAE, TD(lambda), TD(1), V-trace) must see whole trajectories
+    along its time dim (default: the batch's last dim, torchrl/objectives/value/advantages.py
+    ``_get_time_dim``). A collector batch [env, time] flattened with ``reshape(-1)`` joins
+    each env's last step to the next env's first; a shuffled minibatch joins unrelated steps.
+    """
+    needs_batch(batch)
+    runs = estimator_on(loss, batch, estimator)
+    if runs is None:
+        raise sr.CheckSkipped("no value estimator runs on this batch (the advantage is already in it)")
+    if not runs.multi_step:
+        raise sr.CheckSkipped(f"{runs.label} is one-step: the order of the batch does not change its result")
+    name = runs.label
+    ndim = batch.batch_dims
+    if ndim == 0:
+        raise sr.CheckFailed(f"{name} needs a time dim, and this batch has batch_size []; fix: keep the collector's [env, time] batch")
+    time_dim = ndim - 1 if runs.time_dim is None else runs.time_dim % ndim
+    state_keys = list(getattr(runs.network, "in_keys", []) or [])
+    done_key = runs.done_key
+    breaks, steps, evidence, where = trajectory_breaks(batch, time_dim, done_key, state_keys)
+    shape = list(batch.batch_size)
+    if not evidence:
+        raise sr.CheckSkipped(f"cannot tell: the batch has no ('collector', 'traj_ids') and no (next) copy of the critic's inputs {[fmt_key(k) for k in state_keys]}")
+    if breaks:
+        raise sr.CheckFailed(
+            f"{name} runs along dim {time_dim} of this {shape} batch, but {breaks} of {steps} steps without done are "
+            f"followed by a step of another trajectory (by {evidence}; first at flat index {where}): advantages leak across "
+            "envs or episodes, because the batch was flattened ([env*time]) or shuffled before the estimator; fix: run the "
+            "estimator on the collector's [env, time] batch, then flatten for minibatches: loss.value_estimator(batch); "
+            "batch = batch.reshape(-1)"
+        )
+    return f"{name} along dim {time_dim} of {shape}: all {steps} continuing steps stay in their trajectory (by {evidence})"
+
+
 def check_forward(loss, batch) -> str:
     """A real forward pass: every "loss*" entry finite."""
     import torch
 
+    needs_batch(batch)
     try:
         out = loss(batch.clone())
     except RuntimeError as err:
@@ -153,7 +239,7 @@ def check_forward(loss, batch) -> str:
             key = str(err).split("tensordict stored ", 1)[-1].split(" requires grad", 1)[0]
             raise sr.CheckFailed(grad_message(key, type(loss).__name__)) from err
         raise
-    losses = {_fmt(k): out.get(k) for k in out.keys(True, True) if _fmt(k).startswith("loss")}
+    losses = {fmt_key(k): out.get(k) for k in out.keys(True, True) if fmt_key(k).startswith("loss")}
     sr.expect(bool(losses), f"forward returned no loss_* entries: {sorted(out.keys())}")
     bad = [k for k, v in losses.items() if not torch.isfinite(v).all()]
     sr.expect(not bad, f"non-finite losses {bad}")
@@ -186,22 +272,25 @@ def check_estimator(estimator, batch) -> str:
     """
     import torch
 
+    if estimator is None:
+        raise sr.CheckSkipped("no standalone value_estimator in the wiring")
+    needs_batch(batch)
     net = getattr(estimator, "value_network", None)
     want = estimator.tensor_keys.value
     name = type(estimator).__name__
     if net is not None:
-        outs = [_fmt(k) for k in net.out_keys]
-        if _fmt(want) not in outs:
+        outs = [fmt_key(k) for k in net.out_keys]
+        if fmt_key(want) not in outs:
             raise sr.CheckFailed(
-                f"{name} reads value key '{_fmt(want)}' but its value_network writes {outs}; torchrl fails with "
+                f"{name} reads value key '{fmt_key(want)}' but its value_network writes {outs}; torchrl fails with "
                 f"TypeError: 'NoneType' object is not subscriptable (in _call_value_nets); fix: build the critic with "
-                f"out_keys=['{_fmt(want)}'], or {name.lower()}.set_keys(value={outs[-1]!r})"
+                f"out_keys=['{fmt_key(want)}'], or {name.lower()}.set_keys(value={outs[-1]!r})"
             )
     with torch.no_grad():
         out = estimator(batch.clone())
     adv = out.get(estimator.tensor_keys.advantage)
     sr.expect(torch.isfinite(adv).all(), f"{name} produced non-finite advantages")
-    return f"{name} reads value key '{_fmt(want)}' from its value network; advantage {list(adv.shape)} finite"
+    return f"{name} reads value key '{fmt_key(want)}' from its value network; advantage {list(adv.shape)} finite"
 
 
 def check_module_sync(loss, name: str, module) -> str:
@@ -211,7 +300,6 @@ def check_module_sync(loss, name: str, module) -> str:
     parameters as an expanded copy ([num_qvalue_nets, ...]) that does not share memory with
     the module passed in; the optimizer trains the copy and the module never changes.
     """
-    import torch
     from tensordict import TensorDict
 
     params = getattr(loss, f"{name}_params", None)
@@ -222,10 +310,9 @@ def check_module_sync(loss, name: str, module) -> str:
     stacked = params.batch_dims > 0
     ref = params[0] if stacked else params
     mine = TensorDict.from_module(module)
-    shared = any(
-        a.data_ptr() == b.data_ptr() for a, b in zip(ref.values(True, True), mine.values(True, True))
-    )
-    diff = max(float((a - b).abs().max()) for a, b in zip(ref.values(True, True), mine.values(True, True)))
+    pairs = list(zip(ref.values(True, True), mine.values(True, True)))
+    shared = any(a.data_ptr() == b.data_ptr() for a, b in pairs)
+    diff = max(float((a - b).abs().max()) for a, b in pairs)
     copy_expr = f"loss.{name}_params[0].data" if stacked else f"loss.{name}_params.data"
     fix = f"TensorDict.from_module(module).data.update_({copy_expr})"
     if diff > 0:
@@ -238,21 +325,33 @@ def check_module_sync(loss, name: str, module) -> str:
     return f"user {name} module {how}"
 
 
+BUILD = [sr.Check("wiring:build", check_build, gives="wirings")]
+
+
+def wiring_checks(wiring) -> list:
+    """The checks of one wiring, named ``<wiring name>:<check>``."""
+    checks = [
+        sr.Check(f"{wiring.name}:value-key", check_value_key),
+        sr.Check(f"{wiring.name}:log-prob-key", check_log_prob_key),
+        sr.Check(f"{wiring.name}:advantage-source", check_advantage_source),
+        sr.Check(f"{wiring.name}:trajectories", check_trajectories),
+        sr.Check(f"{wiring.name}:forward", check_forward),
+        sr.Check(f"{wiring.name}:value-estimator", check_estimator),
+    ]
+    for name, module in wiring.modules.items():
+        checks.append(sr.Check(f"{wiring.name}:sync:{name}", functools.partial(check_module_sync, name=name, module=module)))
+    return checks
+
+
 def run_checks(args, report: sr.Report) -> None:
     import warnings
 
+    target = resolve_target(args)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        items = load_wiring(args.wiring) if args.wiring else default_wiring()
-        for item in items:
-            loss, batch, tag = item["loss"], item["batch"], item["name"]
-            report.run(f"{tag}:value-key", lambda l=loss: check_value_key(l))
-            report.run(f"{tag}:log-prob-key", lambda l=loss, b=batch: check_log_prob_key(l, b))
-            report.run(f"{tag}:forward", lambda l=loss, b=batch: check_forward(l, b))
-            if item.get("value_estimator") is not None:
-                report.run(f"{tag}:value-estimator", lambda e=item["value_estimator"], b=batch: check_estimator(e, b))
-            for name, module in (item.get("modules") or {}).items():
-                report.run(f"{tag}:sync:{name}", lambda l=loss, n=name, m=module: check_module_sync(l, n, m))
+        warnings.simplefilter("ignore")  # target-updater and deprecation warnings are not wiring faults
+        built = sr.run_declared(BUILD, report, target=target)
+        for wiring in built.get("wirings", []):
+            sr.run_declared(wiring_checks(wiring), report, loss=wiring.loss, batch=wiring.batch, estimator=wiring.value_estimator)
 
 
 def main(argv=None) -> int:

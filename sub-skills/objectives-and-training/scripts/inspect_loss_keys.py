@@ -12,17 +12,19 @@ that construction is not done here. Default: ClipPPOLoss, SACLoss, DQNLoss.
 from __future__ import annotations
 
 import difflib
+import functools
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import skill_report as sr  # noqa: E402
+from _loss_builders import fmt_key  # noqa: E402
 
 EXAMPLE = (
-    "python sub-skills/objectives-and-training/scripts/inspect_loss_keys.py --loss ClipPPOLoss --loss SACLoss --json\n"
-    "  python sub-skills/objectives-and-training/scripts/inspect_loss_keys.py --list\n"
-    "  python sub-skills/objectives-and-training/scripts/inspect_loss_keys.py --loss all"
+    "python $SKILL_DIR/sub-skills/objectives-and-training/scripts/inspect_loss_keys.py --loss ClipPPOLoss --loss SACLoss --json\n"
+    "  python $SKILL_DIR/sub-skills/objectives-and-training/scripts/inspect_loss_keys.py --list\n"
+    "  python $SKILL_DIR/sub-skills/objectives-and-training/scripts/inspect_loss_keys.py --loss all"
 )
 DEFAULT_LOSSES = ["ClipPPOLoss", "SACLoss", "DQNLoss"]
 
@@ -40,19 +42,16 @@ def build_parser():
     return parser
 
 
-from _loss_builders import fmt_key as _fmt  # noqa: E402
-
-
-def _sorted_keys(keys) -> list:
-    return sorted((_fmt(k) for k in keys), key=str)
+def sorted_keys(keys) -> list:
+    return sorted(fmt_key(k) for k in keys)
 
 
 def tensor_keys_of(obj) -> dict:
     """``{field: key}`` of a loss instance's ``tensor_keys`` (or of ``cls._AcceptedKeys()``)."""
     import dataclasses
 
-    tk = obj.tensor_keys if not isinstance(obj, type) else obj._AcceptedKeys()
-    return {f.name: _fmt(getattr(tk, f.name)) for f in dataclasses.fields(tk)}
+    accepted = obj.tensor_keys if not isinstance(obj, type) else obj._AcceptedKeys()
+    return {f.name: fmt_key(getattr(accepted, f.name)) for f in dataclasses.fields(accepted)}
 
 
 def key_report(loss) -> dict:
@@ -64,8 +63,8 @@ def key_report(loss) -> dict:
     ins = getattr(loss, "in_keys", None) if hasattr(type(loss), "in_keys") or hasattr(loss, "_in_keys") else None
     outs = getattr(loss, "out_keys", None) if hasattr(type(loss), "out_keys") or hasattr(loss, "_out_keys") else None
     return {
-        "in_keys": _sorted_keys(ins) if ins is not None else None,
-        "out_keys": [_fmt(k) for k in outs] if outs is not None else None,
+        "in_keys": sorted_keys(ins) if ins is not None else None,
+        "out_keys": [fmt_key(k) for k in outs] if outs is not None else None,
         "tensor_keys": tensor_keys_of(loss),
     }
 
@@ -77,23 +76,24 @@ def verify_forward(name: str) -> dict:
     key outside in_keys, returns a non-finite loss, or omits a reported out_key.
     """
     import torch
-    import _loss_builders as B
 
-    loss, kind, actor = B.build(name)
+    import _loss_builders as builders
+
+    loss, kind, actor = builders.build(name)
     rep = key_report(loss)
     if kind is None:
         raise sr.CheckSkipped(f"{name}: no tiny forward batch here (needs task-specific inputs)")
-    batch = B.forward_batch(kind, actor)
+    batch = builders.forward_batch(kind, actor)
     if rep["in_keys"] is not None:
         batch = batch.select(*loss.in_keys, strict=False)
     try:
         out = loss(batch)
     except KeyError as err:
         raise sr.CheckFailed(f"{name}: forward on a batch holding only in_keys {rep['in_keys']} raised KeyError: {err}")
-    produced = sorted(_fmt(k) for k in out.keys(True, True))
+    produced = sorted(fmt_key(k) for k in out.keys(True, True))
     for key in out.keys(True, True):
-        if _fmt(key).startswith("loss"):
-            sr.expect(bool(torch.isfinite(out.get(key)).all()), f"{name}: {_fmt(key)} is not finite")
+        if fmt_key(key).startswith("loss"):
+            sr.expect(bool(torch.isfinite(out.get(key)).all()), f"{name}: {fmt_key(key)} is not finite")
     if rep["out_keys"] is not None:
         missing = [k for k in rep["out_keys"] if k not in produced]
         sr.expect(not missing, f"{name}: reported out_keys {missing} absent from forward output {produced}")
@@ -102,11 +102,12 @@ def verify_forward(name: str) -> dict:
 
 def describe(name: str) -> str:
     """One-line key report for ``name``; construction-free classes report _AcceptedKeys."""
-    import torchrl.objectives as O
-    import _loss_builders as B
+    import torchrl.objectives
 
-    if not B.has_builder(name):
-        cls = getattr(O, name)
+    import _loss_builders as builders
+
+    if not builders.has_builder(name):
+        cls = getattr(torchrl.objectives, name)
         return (
             f"{name}: not constructed here (needs a world model / sequence model); "
             f"tensor_keys defaults from {name}._AcceptedKeys(): {tensor_keys_of(cls)}"
@@ -115,7 +116,7 @@ def describe(name: str) -> str:
         result = verify_forward(name)
         rep, tail = result["report"], f"; forward output {result['produced']}"
     except sr.CheckSkipped:
-        loss, _, _ = B.build(name)
+        loss, _, _ = builders.build(name)
         rep, tail = key_report(loss), "; forward not run (needs task-specific inputs)"
     ins = rep["in_keys"] if rep["in_keys"] is not None else "(no in_keys attribute)"
     outs = rep["out_keys"] if rep["out_keys"] is not None else "(no out_keys attribute)"
@@ -139,25 +140,29 @@ def resolve_names(requested, exported) -> list:
     return list(dict.fromkeys(out))
 
 
+def list_losses(exported) -> str:
+    import _loss_builders as builders
+
+    built = [n for n in exported if builders.has_builder(n)]
+    return f"{len(exported)} loss classes: {', '.join(exported)}; constructed here: {len(built)}"
+
+
+def declared_checks(args, exported) -> list:
+    """``losses:list`` with --list, else one ``keys:NAME`` check per requested loss."""
+    if args.list:
+        return [sr.Check("losses:list", list_losses)]
+    return [sr.Check(f"keys:{name}", functools.partial(describe, name)) for name in resolve_names(args.loss, exported)]
+
+
 def run_checks(args, report: sr.Report) -> None:
     import warnings
 
-    import _loss_builders as B
+    import _loss_builders as builders
 
-    exported = B.exported_loss_names()
-    if args.list:
-        built = [n for n in exported if B.has_builder(n)]
-        report.add(
-            "losses:list",
-            "pass",
-            f"{len(exported)} loss classes: {', '.join(exported)}; constructed here: {len(built)}",
-        )
-        return
-    names = resolve_names(args.loss, exported)
+    exported = builders.exported_loss_names()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # target-updater warnings are irrelevant to key reports
-        for name in names:
-            report.run(f"keys:{name}", lambda n=name: describe(n))
+        sr.run_declared(declared_checks(args, exported), report, exported=exported)
 
 
 def main(argv=None) -> int:

@@ -19,23 +19,30 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import skill_report as sr  # noqa: E402
 
 EXAMPLE = (
-    "python sub-skills/objectives-and-training/scripts/smoke_training_step.py --frames 64 --json\n"
-    "  python sub-skills/objectives-and-training/scripts/smoke_training_step.py --skip-updater-step   # must FAIL (exit 1)"
+    "python $SKILL_DIR/sub-skills/objectives-and-training/scripts/smoke_training_step.py --frames 64 --json\n"
+    "  python $SKILL_DIR/sub-skills/objectives-and-training/scripts/smoke_training_step.py --skip-updater-step   # must FAIL (exit 1)"
 )
+PARTS = ("ppo", "sac", "dqn")
 
 
 def build_parser():
     parser = sr.make_parser(__doc__, EXAMPLE)
-    parser.add_argument("--frames", type=int, default=32, help="frames of the PPO collector batch (default 32)")
+    parser.add_argument("--frames", type=sr.int_at_least(4), default=32, help="frames of the PPO collector batch (default 32)")
     parser.add_argument(
         "--skip-updater-step",
         action="store_true",
         help="do not call SoftUpdate/HardUpdate .step(): the target-moved checks must then FAIL",
     )
     parser.add_argument(
-        "--only", choices=["ppo", "sac", "dqn"], action="append", help="run only these parts (repeatable; default all)"
+        "--only", choices=PARTS, action="append", help="run only these parts (repeatable; default all)"
     )
     return parser
+
+
+def asked(args, part: str) -> None:
+    """Skip the calling check unless ``part`` is among ``--only`` (all parts by default)."""
+    if args.only and part not in args.only:
+        raise sr.CheckSkipped(f"not asked for (pass --only {part})")
 
 
 def pendulum_env(seed: int = 0):
@@ -117,7 +124,9 @@ def expect_target_moved(before, loss, target_name: str, updater_name: str) -> st
     return f"{target_name} moved by {delta:.2e} after {updater_name}.step()"
 
 
-def check_ppo(frames: int) -> str:
+def check_ppo(args) -> str:
+    """One Collector batch on PendulumEnv, GAE, one ClipPPOLoss backward and Adam step."""
+    asked(args, "ppo")
     import torch
     from torchrl.collectors import Collector
     from torchrl.modules import ValueOperator
@@ -130,7 +139,7 @@ def check_ppo(frames: int) -> str:
     critic = TensorDictSequential(_features(), ValueOperator(torch.nn.Linear(3, 1), in_keys=["observation"]))
     loss = ClipPPOLoss(actor, critic, clip_epsilon=0.2, entropy_coeff=0.01)
     loss.make_value_estimator(ValueEstimators.GAE, gamma=0.99, lmbda=0.95)
-    collector = Collector(env, actor, frames_per_batch=frames, total_frames=frames)
+    collector = Collector(env, actor, frames_per_batch=args.frames, total_frames=args.frames)
     try:
         batch = next(iter(collector))
     finally:
@@ -157,7 +166,9 @@ def check_ppo(frames: int) -> str:
     )
 
 
-def check_sac(skip_updater_step: bool) -> str:
+def check_sac(args) -> str:
+    """One SACLoss update on Pendulum transitions from a replay buffer, then SoftUpdate."""
+    asked(args, "sac")
     import torch
     from torchrl.data import LazyTensorStorage, ReplayBuffer
     from torchrl.modules import ValueOperator
@@ -182,7 +193,8 @@ def check_sac(skip_updater_step: bool) -> str:
     updater = SoftUpdate(loss, tau=0.05)
     rb = ReplayBuffer(storage=LazyTensorStorage(100), batch_size=16)
     try:
-        rb.extend(env.rollout(32, actor))
+        with torch.no_grad():
+            rb.extend(env.rollout(32, actor))
     finally:
         env.close()
     sample = rb.sample()
@@ -196,24 +208,27 @@ def check_sac(skip_updater_step: bool) -> str:
     g_a = grad_report(actor.named_parameters(), "actor")
     target_before = snapshot(loss.target_qvalue_network_params)
     opt.step()
-    if not skip_updater_step:
+    if not args.skip_updater_step:
         updater.step()
     moved_msg = expect_target_moved(target_before, loss, "target_qvalue_network_params", "SoftUpdate")
     return f"SACLoss(num_qvalue_nets=2) loss {float(total):.3f}; {g_q}; {g_a}; {moved_msg}"
 
 
-def check_dqn(skip_updater_step: bool) -> str:
+def check_dqn(args) -> str:
+    """Two DQNLoss updates on a one-hot batch, then HardUpdate (copies on its 2nd step())."""
+    asked(args, "dqn")
     import torch
-    import _loss_builders as B
     from torchrl.objectives import DQNLoss, HardUpdate
 
+    import _loss_builders as builders
+
     torch.manual_seed(0)
-    actor = B.q_actor()
+    actor = builders.q_actor()
     loss = DQNLoss(actor, action_space="one-hot", delay_value=True)
     loss.make_value_estimator(gamma=0.99)
     updater = HardUpdate(loss, value_network_update_interval=1)
     opt = torch.optim.Adam(loss.parameters(), lr=1e-2)
-    batch = B.make_batch("discrete", 16)
+    batch = builders.make_batch("discrete", 16)
     target_before = snapshot(loss.target_value_network_params)
     # HardUpdate copies when its counter equals value_network_update_interval; the counter
     # starts at 0, so with interval=1 the first copy happens on the 2nd step() call
@@ -225,30 +240,25 @@ def check_dqn(skip_updater_step: bool) -> str:
         out["loss"].backward()
         g = grad_report(actor.named_parameters(), "value network")
         opt.step()
-        if not skip_updater_step:
+        if not args.skip_updater_step:
             updater.step()
     moved_msg = expect_target_moved(target_before, loss, "target_value_network_params", "HardUpdate")
     return f"DQNLoss loss {float(out['loss']):.3f}; {g}; {moved_msg} (value_network_update_interval=1, copied on the 2nd step())"
 
 
+CHECKS = [
+    sr.Check("ppo:one-iteration-pendulum", check_ppo),
+    sr.Check("sac:update+SoftUpdate", check_sac),
+    sr.Check("dqn:update+HardUpdate", check_dqn),
+]
+
+
 def run_checks(args, report: sr.Report) -> None:
     import warnings
 
-    if args.frames < 4:
-        sr.cannot_run(f"--frames {args.frames} is too small", "use --frames 4 or more")
-    parts = args.only or ["ppo", "sac", "dqn"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for part, fn in (
-            ("ppo", lambda: check_ppo(args.frames)),
-            ("sac", lambda: check_sac(args.skip_updater_step)),
-            ("dqn", lambda: check_dqn(args.skip_updater_step)),
-        ):
-            name = {"ppo": "ppo:one-iteration-pendulum", "sac": "sac:update+SoftUpdate", "dqn": "dqn:update+HardUpdate"}[part]
-            if part in parts:
-                report.run(name, fn)
-            else:
-                report.add(name, "skip", f"not asked for (pass --only {part})")
+        sr.run_declared(CHECKS, report, args=args)
 
 
 def main(argv=None) -> int:
