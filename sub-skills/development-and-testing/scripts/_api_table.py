@@ -1,7 +1,9 @@
 """Load and resolve rows of ``api_changes.json`` (the bundle's table of renamed/removed
 TorchRL names, keys and keyword arguments).
 
-Shared by ``scan_api_drift.py`` and the tests. Imports torchrl only inside functions.
+Shared by ``scan_api_drift.py`` and the tests: ``load_table``, ``resolve``, ``exists`` and
+``render_markdown`` are this module's testing seam (the tests check the table's rows and
+the generated api-changes block through them). Imports torchrl only inside functions.
 Facts in the table come from pytorch/rl history (tags v0.3.0 to v0.13.3) and were
 checked against the installed torchrl 0.14.1.
 """
@@ -34,7 +36,8 @@ def resolve(dotted: str):
 
     Returns the object, or the sentinel :data:`_MISSING` when the module does not exist or
     lacks the attribute. Raises ``ImportError`` when the module exists but fails to import
-    (an optional dependency is absent), so callers can tell "gone" from "cannot check".
+    (an optional dependency is absent) or reading an attribute raises something other than
+    AttributeError (a lazy class property), so callers can tell "gone" from "cannot check".
     """
     parts = dotted.split(".")
     # Longest importable module prefix, then attributes.
@@ -46,9 +49,14 @@ def resolve(dotted: str):
             spec = None
         if spec is None:
             continue
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            obj = importlib.import_module(mod_name)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                obj = importlib.import_module(mod_name)
+        except ImportError:
+            raise
+        except Exception as err:  # the module's own import code failed: cannot check, not "gone"
+            raise ImportError(f"importing {mod_name} raised {type(err).__name__}: {err}") from err
         for attr in parts[cut:]:
             try:
                 with warnings.catch_warnings():
@@ -58,6 +66,8 @@ def resolve(dotted: str):
                 return _MISSING
             except ImportError:
                 raise
+            except Exception as err:  # a lazy attribute that computes something (and failed here)
+                raise ImportError(f"reading {attr} raised {type(err).__name__}: {str(err)[:100]}") from err
         return obj
     return _MISSING
 

@@ -4,7 +4,8 @@ pytorch/rl's Linux CI runs CPU jobs with -m 'not gpu' and GPU jobs with -m gpu (
 CLAUDE.md, section "The gpu marker"). A test skipped without CUDA (skipif on
 torch.cuda.is_available(), torch.cuda.device_count(), _has_cuda, _has_triton, or a
 reason that says CUDA/GPU) but lacking the gpu marker at function, class or module
-level (pytestmark) never runs in CI. Parses files with ast; exits 1 on a violation.
+level (pytestmark) never runs in CI. Parses files with ast; exits 1 on a violation or a
+file that does not parse (named; the scan goes on), 2 for a path that does not exist.
 With no PATH it checks a bundled synthetic example that follows the policy.
 """
 
@@ -19,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
 import skill_report as sr  # noqa: E402
 
-EXAMPLE = "python sub-skills/development-and-testing/scripts/check_gpu_markers.py test/test_collectors.py test/modules/"
+EXAMPLE = "python $SKILL_DIR/sub-skills/development-and-testing/scripts/check_gpu_markers.py test/test_collectors.py test/modules/"
 CUDA_CALLS = ("cuda.is_available", "cuda.device_count")
 CUDA_FLAGS = ("_has_cuda", "_has_triton")
 REASON_WORDS = ("cuda", "gpu")
@@ -141,43 +142,72 @@ def check_source(path: str, text: str) -> tuple[list[Violation], int]:
 def iter_test_files(paths: list[Path]):
     """Yield ``test_*.py`` / ``*_test.py`` files (a file given explicitly is always yielded)."""
     for p in paths:
-        if not p.exists():
-            raise FileNotFoundError(str(p))
         if p.is_file():
             yield p
         else:
             yield from sorted(f for f in p.rglob("*.py") if f.name.startswith("test_") or f.name.endswith("_test.py"))
 
 
+@dataclass
+class MarkerScan:
+    """What :func:`scan_markers` found: the violations, CUDA-gated tests seen, files read,
+    files exempted and files that do not parse (``(path, reason)``)."""
+
+    violations: list[Violation]
+    gated: int
+    files: int
+    exempt: int
+    unparsable: list[tuple[str, str]]
+
+
+def scan_markers(paths, args) -> sr.Passed:
+    """Parse every test file under ``paths`` (minus ``--exempt``); one that does not parse is
+    listed, never the end of the scan."""
+    out = MarkerScan([], 0, 0, 0, [])
+    for f in iter_test_files(paths):
+        if any(f.match(g) or f.as_posix().endswith(g) for g in args.exempt):
+            out.exempt += 1
+            continue
+        try:
+            v, g = check_source(str(f), f.read_text(encoding="utf-8", errors="replace"))
+        except (SyntaxError, RecursionError, MemoryError, ValueError) as err:
+            out.unparsable.append((str(f), sr.first_line(err)))
+            continue
+        out.violations += v
+        out.gated += g
+        out.files += 1
+    sr.expect(out.files or out.unparsable, f"no test files under {', '.join(map(str, paths))}")
+    extra = f"; {out.exempt} exempt" if out.exempt else ""
+    bad = f"; {len(out.unparsable)} could not be parsed" if out.unparsable else ""
+    return sr.Passed(f"parsed {out.files} test file(s){extra}{bad}; {out.gated} CUDA-gated test(s) found", out)
+
+
+CHECKS = [sr.Check("gpu-markers:parse", scan_markers, gives="scan")]
+
+
+def report_scan(report, scan: MarkerScan) -> None:
+    """One failing row per unparsable file and per violation, then the policy summary."""
+    for path, reason in scan.unparsable:
+        report.add("gpu-markers:unparsable", "fail", f"{path}: {reason}; not checked (fix the file, or --exempt it)")
+    for v in scan.violations:
+        report.add("gpu-markers:missing", "fail", v.text())
+    marked = scan.gated - len(scan.violations)
+    report.add("gpu-markers:policy", "pass" if not scan.violations else "fail",
+               f"{marked}/{scan.gated} CUDA-gated test(s) carry @pytest.mark.gpu")
+
+
 def run_checks(args, report) -> None:
+    for p in args.paths:
+        if not Path(p).exists():
+            sr.cannot_run(f"path {p} does not exist", "pass existing test files or folders")
     with tempfile.TemporaryDirectory() as tmp:
         paths = [Path(p) for p in args.paths]
-        if not paths:
-            ex = Path(tmp) / "test_synthetic_gpu.py"
-            ex.write_text(GOOD_EXAMPLE, encoding="utf-8")
-            paths = [ex]
-        state: dict = {"violations": [], "files": 0, "gated": 0}
-
-        def scan():
-            for f in iter_test_files(paths):
-                if any(f.match(g) or f.as_posix().endswith(g) for g in args.exempt):
-                    state["exempt"] = state.get("exempt", 0) + 1
-                    continue
-                v, g = check_source(str(f), f.read_text(encoding="utf-8", errors="replace"))
-                state["violations"] += v
-                state["gated"] += g
-                state["files"] += 1
-            sr.expect(state["files"] > 0, f"no test files under {', '.join(map(str, paths))}")
-            ex = f"; {state['exempt']} exempt" if state.get("exempt") else ""
-            return f"parsed {state['files']} test file(s){ex}; {state['gated']} CUDA-gated test(s) found"
-
-        report.run("gpu-markers:parse", scan)
-        for v in state["violations"]:
-            report.add("gpu-markers:missing", "fail", v.text())
-        if state["files"]:
-            report.run("gpu-markers:policy", lambda: f"{state['gated'] - len(state['violations'])}/{state['gated']} "
-                       "CUDA-gated test(s) carry @pytest.mark.gpu")
-
+        if not paths:  # the bundled example, written where the scan can read it
+            paths = [Path(tmp) / "test_synthetic_gpu.py"]
+            paths[0].write_text(GOOD_EXAMPLE, encoding="utf-8")
+        found = sr.run_declared(CHECKS, report, args=args, paths=paths)
+        if "scan" in found:
+            report_scan(report, found["scan"])
 
 
 def main(argv=None):

@@ -5,11 +5,13 @@ torch, tensordict, torchrl, pytorch_rl_commit, checked) and compares it with the
 installed torch/tensordict/torchrl versions; with --checkout PATH also with that
 checkout's version.txt and git HEAD. torchrl/tensordict must match exactly (patch
 releases rename nothing, yet the claims were only checked on one); torch must match
-on major.minor. Exits 1 when a claim does not apply.
+on major.minor. Exits 1 when a claim does not apply, 2 when --provenance or --checkout
+names a path that does not exist.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import subprocess
@@ -19,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
 import skill_report as sr  # noqa: E402
 
-EXAMPLE = "python sub-skills/development-and-testing/scripts/check_provenance.py --checkout ~/rl --json"
+EXAMPLE = "python $SKILL_DIR/sub-skills/development-and-testing/scripts/check_provenance.py --checkout ~/rl --json"
 PROVENANCE = sr.BUNDLE_ROOT / "references" / "repo-provenance.md"
 KEYS = ("torch", "tensordict", "torchrl", "pytorch_rl_commit", "checked")
 
@@ -33,9 +35,8 @@ def build_parser():
 
 
 def read_provenance(path: Path) -> dict:
-    """Parse the first ```json block of ``path``; raises ``sr.CheckFailed`` naming what is wrong."""
-    if not path.is_file():
-        raise sr.CheckFailed(f"{path} not found; the bundle ships it at references/repo-provenance.md")
+    """Parse the first ```json block of ``path`` (an existing file); raises ``sr.CheckFailed``
+    naming what is wrong with its content."""
     m = re.search(r"```json\s*\n(.*?)\n```", path.read_text(encoding="utf-8"), re.S)
     sr.expect(m is not None, f"{path.name} has no ```json block")
     try:
@@ -72,69 +73,73 @@ def _git(checkout: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["git", "-C", str(checkout), *args], capture_output=True, text=True, timeout=60)
 
 
-def compare_checkout(checkout: Path, claim: dict, installed_torchrl: str | None) -> list[tuple[str, str, bool]]:
-    """``[(check name, detail, ok)]`` for a checkout's version.txt and HEAD against the claim."""
-    out = []
+def checkout_version(checkout: Path, claim: dict) -> str:
+    """The checkout's version.txt against the verified torchrl minor release (``sr.CheckFailed`` if not)."""
     vfile = checkout / "version.txt"
-    if vfile.is_file():
-        ver = vfile.read_text(encoding="utf-8").strip()
-        claimed = claim["torchrl"]
-        ok = ver.split(".")[:2] == _base(claimed).split(".")[:2]
-        out.append(("provenance:checkout-version",
-                    f"checkout version.txt {ver} vs verified torchrl {claimed}"
-                    + ("" if ok else "; the checkout is a different minor release: re-verify names with scan_api_drift.py"),
-                    ok))
-    else:
-        out.append(("provenance:checkout-version", f"{checkout} has no version.txt: not a pytorch/rl checkout?", False))
+    sr.expect(vfile.is_file(), f"{checkout} has no version.txt: not a pytorch/rl checkout?")
+    ver = vfile.read_text(encoding="utf-8").strip()
+    claimed = claim["torchrl"]
+    sr.expect(ver.split(".")[:2] == _base(claimed).split(".")[:2],
+              f"checkout version.txt {ver} vs verified torchrl {claimed}; the checkout is a different minor "
+              "release: re-verify names with scan_api_drift.py")
+    return f"checkout version.txt {ver} vs verified torchrl {claimed}"
+
+
+def checkout_commit(checkout: Path, claim: dict) -> str:
+    """The checkout's HEAD against the verified pytorch/rl commit (``sr.CheckFailed`` if it differs)."""
     head = _git(checkout, "rev-parse", "HEAD")
     if head.returncode != 0:
-        out.append(("provenance:checkout-commit", f"git rev-parse HEAD failed in {checkout}: "
-                    f"{head.stderr.strip().splitlines()[-1] if head.stderr.strip() else 'not a git repo'}", False))
-        return out
+        why = head.stderr.strip().splitlines()[-1] if head.stderr.strip() else "not a git repo"
+        raise sr.CheckFailed(f"git rev-parse HEAD failed in {checkout}: {why}")
     sha = head.stdout.strip()
     want = str(claim["pytorch_rl_commit"])
     if sha.startswith(want) or want.startswith(sha):
-        out.append(("provenance:checkout-commit", f"HEAD {sha[:12]} is the verified commit", True))
-        return out
+        return f"HEAD {sha[:12]} is the verified commit"
     anc = _git(checkout, "merge-base", "--is-ancestor", want, sha)
     if anc.returncode == 0:
         n = _git(checkout, "rev-list", "--count", f"{want}..{sha}").stdout.strip()
-        detail = (f"HEAD {sha[:12]} is {n} commit(s) after the verified {want[:12]}: claims about main may be stale; "
-                  "re-check names with scan_api_drift.py and the installed source")
-    elif anc.returncode == 1:
-        detail = f"HEAD {sha[:12]} does not contain the verified commit {want[:12]} (older or diverged branch)"
-    else:
-        detail = f"verified commit {want[:12]} is unknown to this checkout; run git fetch, then re-run"
-    out.append(("provenance:checkout-commit", detail, False))
-    return out
+        raise sr.CheckFailed(f"HEAD {sha[:12]} is {n} commit(s) after the verified {want[:12]}: claims about main may be "
+                             "stale; re-check names with scan_api_drift.py and the installed source")
+    if anc.returncode == 1:
+        raise sr.CheckFailed(f"HEAD {sha[:12]} does not contain the verified commit {want[:12]} (older or diverged branch)")
+    raise sr.CheckFailed(f"verified commit {want[:12]} is unknown to this checkout; run git fetch, then re-run")
+
+
+# ---------------------------------------------------------------- checks
+
+
+def check_file(args) -> sr.Passed:
+    claim = read_provenance(Path(args.provenance))
+    return sr.Passed(f"verified on torch {claim['torch']}, tensordict {claim['tensordict']}, torchrl {claim['torchrl']}, "
+                     f"pytorch/rl {str(claim['pytorch_rl_commit'])[:12]}, checked {claim['checked']}", claim)
+
+
+def check_dist(dist: str, claim) -> str:
+    return compare_version(dist, sr.installed_version(dist), str(claim[dist]))
+
+
+def check_checkout_version(args, claim) -> str:
+    return checkout_version(Path(args.checkout).expanduser(), claim)
+
+
+def check_checkout_commit(args, claim) -> str:
+    return checkout_commit(Path(args.checkout).expanduser(), claim)
+
+
+CHECKS = [
+    sr.Check("provenance:file", check_file, gives="claim"),
+    *[sr.Check(f"provenance:{dist}", functools.partial(check_dist, dist)) for dist in ("torchrl", "tensordict", "torch")],
+    sr.Check("provenance:checkout-version", check_checkout_version, flag="checkout"),
+    sr.Check("provenance:checkout-commit", check_checkout_commit, flag="checkout"),
+]
 
 
 def run_checks(args, report) -> None:
-    state: dict = {}
-
-    def load():
-        state["claim"] = read_provenance(Path(args.provenance))
-        c = state["claim"]
-        return (f"verified on torch {c['torch']}, tensordict {c['tensordict']}, torchrl {c['torchrl']}, "
-                f"pytorch/rl {str(c['pytorch_rl_commit'])[:12]}, checked {c['checked']}")
-
-    report.run("provenance:file", load)
-    if "claim" not in state:
-        return
-    versions = sr.stack_versions()
-    for dist in ("torchrl", "tensordict", "torch"):
-        report.run(f"provenance:{dist}", lambda d=dist: compare_version(d, versions.get(d), str(state["claim"][d])))
-    if not args.checkout:
-        report.add("provenance:checkout", "skip", "not asked for (pass --checkout PATH of a pytorch/rl clone)")
-        return
-    checkout = Path(args.checkout).expanduser()
-    if not checkout.is_dir():
-        report.add("provenance:checkout", "fail", f"--checkout {args.checkout} is not a folder")
-        return
-    for name, detail, ok in compare_checkout(checkout, state["claim"], versions.get("torchrl")):
-        report.add(name, "pass" if ok else "fail", detail)
-
-
+    if not Path(args.provenance).is_file():
+        sr.cannot_run(f"--provenance {args.provenance} is not a file", "pass the repo-provenance.md to read")
+    if args.checkout and not Path(args.checkout).expanduser().is_dir():
+        sr.cannot_run(f"--checkout {args.checkout} is not a folder", "pass the path of a pytorch/rl clone")
+    sr.run_declared(CHECKS, report, args=args)
 
 
 def main(argv=None):

@@ -7,21 +7,25 @@ files importing the module), prints one CPU pytest command per area (-m "not gpu
 the labels .github/labeler.yml applies, and the opt-in CI labels (ci/optdeps,
 ci/olddeps) to request. Selected tests are also checked for the gpu-marker policy.
 With no arguments it runs on a small synthetic checkout built in a temporary folder.
+Exits 2 when --repo is not a folder, --diff is given outside a git checkout or names a
+range git does not know, or there are no changed paths to map.
 """
 
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import skill_report as sr  # noqa: E402
 
-EXAMPLE = ("python sub-skills/development-and-testing/scripts/select_focused_tests.py "
+EXAMPLE = ("python $SKILL_DIR/sub-skills/development-and-testing/scripts/select_focused_tests.py "
            "--repo ~/rl --diff origin/main...HEAD")
 
 # torchrl source prefix -> test folder (or file) that covers it, most specific first.
@@ -88,15 +92,29 @@ def build_synthetic_checkout(root: Path) -> list[str]:
 
 
 def changed_from_git(repo: Path, rng: str) -> list[str]:
-    """``git -C repo diff --name-only RANGE``; raises ``RuntimeError`` with git's message."""
-    proc = subprocess.run(["git", "-C", str(repo), "diff", "--name-only", rng],
-                          capture_output=True, text=True, timeout=60)
+    """``git -C repo diff --name-only RANGE``. Exits 2 (one line, git's own reason) when git is
+    missing, ``repo`` is not a git checkout or git rejects the range."""
+    if shutil.which("git") is None:
+        sr.cannot_run("--diff needs git, which is not on PATH", "install git, or pass the changed paths instead")
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=60)
+
+    def reason(proc) -> str:
+        lines = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]
+        return next((ln for ln in lines if ln.startswith(("fatal:", "error:"))), lines[0] if lines else f"exit {proc.returncode}")
+
+    probe = git("rev-parse", "--git-dir")
+    if probe.returncode != 0:
+        sr.cannot_run(f"--repo {repo} is not a git checkout ({reason(probe)})", "pass the folder of your pytorch/rl clone")
+    proc = git("diff", "--name-only", rng)
     if proc.returncode != 0:
-        raise RuntimeError(f"git diff --name-only {rng} failed: {proc.stderr.strip().splitlines()[-1:]}")
+        sr.cannot_run(f"git diff --name-only {rng} failed in {repo}: {reason(proc)}", "pass a range git knows, e.g. origin/main...HEAD")
     return [ln.strip() for ln in proc.stdout.splitlines() if ln.strip()]
 
 
-def _test_files(repo: Path) -> list[str]:
+def list_test_files(repo: Path) -> list[str]:
+    """Every ``test/**/test_*.py`` of the checkout, repo-relative, sorted."""
     test_dir = repo / "test"
     if not test_dir.is_dir():
         return []
@@ -199,81 +217,115 @@ def opt_in_labels(repo: Path, changed: list[str]) -> list[tuple[str, str]]:
     return out
 
 
+@dataclass
+class Selection:
+    """The input of one run: the checkout, its changed paths and its test files."""
+
+    repo: Path
+    changed: list[str]
+    tests: list[str]
+    source: str
+
+
+def select_inputs(args, tmp: str) -> Selection:
+    """Read ``--repo``/``--diff``/paths, or build the synthetic checkout under ``tmp``.
+    Bad combinations exit 2 (they are argument errors, not findings)."""
+    if not args.repo:
+        if args.diff or args.paths:
+            sr.cannot_run("changed paths and --diff need --repo PATH", "add --repo ~/rl (your pytorch/rl clone)")
+        repo = Path(tmp)
+        return Selection(repo, sorted(build_synthetic_checkout(repo)), list_test_files(repo), "synthetic checkout (no --repo given)")
+    repo = Path(args.repo).expanduser().resolve()
+    if not repo.is_dir():
+        sr.cannot_run(f"--repo {args.repo} is not a folder", "pass the folder of your pytorch/rl clone")
+    changed = list(args.paths) + (changed_from_git(repo, args.diff) if args.diff else [])
+    if not changed:
+        sr.cannot_run("no changed paths", "pass paths relative to --repo, or --diff RANGE")
+    return Selection(repo, sorted(set(changed)), list_test_files(repo), f"checkout {repo}")
+
+
+def check_changes(selection) -> str:
+    sr.expect(selection.tests, f"no test/test_*.py files under {selection.repo}: is it a pytorch/rl checkout?")
+    return f"{len(selection.changed)} changed path(s), {len(selection.tests)} test files in {selection.source}"
+
+
+def check_targets(selection) -> sr.Passed:
+    """Map every changed path (:func:`map_path`); the value is ``(targets, unmapped)``."""
+    targets: dict[str, list[str]] = {}
+    unmapped = []
+    for rel in selection.changed:
+        hits, why = map_path(rel, selection.repo, selection.tests)
+        if not hits and rel.startswith("torchrl/") and rel.endswith(".py"):
+            unmapped.append(rel)
+        for h in hits:
+            targets.setdefault(h, []).append(f"{rel} ({why})")
+    return sr.Passed(f"{len(selection.changed)} changed path(s) -> {len(targets)} test target(s)"
+                     + (f"; {len(unmapped)} torchrl/ file(s) with no test" if unmapped else ""), (targets, unmapped))
+
+
+def check_labels(selection) -> str:
+    auto = labeler_labels(selection.repo, selection.changed)
+    parts = [f"auto (labeler.yml): {', '.join(auto) or 'none'}"]
+    parts += [f"request {lab}: {why}" for lab, why in opt_in_labels(selection.repo, selection.changed)]
+    return "; ".join(parts)
+
+
+def check_markers(selection, mapping) -> str:
+    from check_gpu_markers import check_source
+
+    repo, (targets, _) = selection.repo, mapping
+    files = [t for t in targets if t.endswith(".py") and (repo / t).is_file()]
+    for folder in [t for t in targets if (repo / t).is_dir()]:
+        files += [p.relative_to(repo).as_posix() for p in (repo / folder).rglob("test_*.py")]
+    bad = []
+    for f in sorted(set(files)):
+        v, _ = check_source(f, (repo / f).read_text(encoding="utf-8", errors="replace"))
+        bad += [x.text() for x in v]
+    sr.expect(not bad, f"{len(bad)} CUDA-gated test(s) lack @pytest.mark.gpu: {bad[0] if bad else ''}")
+    return f"{len(set(files))} selected test file(s) follow the gpu-marker policy"
+
+
+CHECKS = [
+    sr.Check("select:changes", check_changes),
+    sr.Check("select:targets", check_targets, gives="mapping"),
+    sr.Check("select:labels", check_labels),
+    sr.Check("select:gpu-markers", check_markers),
+]
+
+
+def pytest_commands(repo: Path, targets: dict[str, list[str]]) -> list[tuple[str, str]]:
+    """``[(area, "python -m pytest ... -m \"not gpu\" -q  <- why")]``: one CPU command per test area."""
+    groups: dict[str, list[str]] = {}
+    for t in sorted(targets):
+        area = "/".join(Path(t).parts[:2]) if len(Path(t).parts) > 2 else t
+        groups.setdefault(area, []).append(t)
+    out = []
+    for area, ts in groups.items():
+        dirs = [t for t in ts if (repo / t).is_dir()]
+        ts = dirs + [t for t in ts if not any(t.startswith(d + "/") for d in dirs) and t not in dirs]
+        whys = list(dict.fromkeys(w for t in sorted(groups[area]) for w in targets[t]))
+        more = f"; +{len(whys) - 3} more changed file(s)" if len(whys) > 3 else ""
+        out.append((area, f"python -m pytest {' '.join(ts)} -m \"not gpu\" -q  <- {'; '.join(whys[:3])}{more}"))
+    return out
+
+
+def report_selection(report, selection, mapping, strict: bool) -> None:
+    """One row per pytest command, then one per torchrl/ file with no test (fails with ``strict``)."""
+    targets, unmapped = mapping
+    for area, command in pytest_commands(selection.repo, targets):
+        report.add(f"select:pytest {area}", "pass", command)
+    for rel in unmapped:
+        msg = (f"no focused test found for {rel}; add one next to its area's tests "
+               "(pytorch/rl CLAUDE.md: every new public class needs tests)")
+        report.add("select:unmapped", "fail" if strict else "skip", msg if strict else msg + " (pass --strict to fail)")
+
+
 def run_checks(args, report) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        state: dict = {}
-
-        def setup():
-            if args.repo:
-                repo = Path(args.repo).expanduser().resolve()
-                sr.expect(repo.is_dir(), f"--repo {args.repo} is not a folder")
-                changed = list(args.paths)
-                if args.diff:
-                    changed += changed_from_git(repo, args.diff)
-                sr.expect(changed, "no changed paths: pass paths relative to --repo or --diff RANGE")
-                src = f"checkout {repo}"
-            else:
-                sr.expect(not args.diff and not args.paths, "changed paths and --diff need --repo PATH")
-                repo = Path(tmp)
-                changed = build_synthetic_checkout(repo)
-                src = "synthetic checkout (no --repo given)"
-            state.update(repo=repo, changed=sorted(set(changed)), tests=_test_files(repo))
-            sr.expect(state["tests"], f"no test/test_*.py files under {repo}: is it a pytorch/rl checkout?")
-            return f"{len(state['changed'])} changed path(s), {len(state['tests'])} test files in {src}"
-
-        report.run("select:changes", setup)
-        if "repo" not in state:
-            return
-        repo, tests = state["repo"], state["tests"]
-        targets: dict[str, list[str]] = {}
-        unmapped = []
-        for rel in state["changed"]:
-            hits, why = map_path(rel, repo, tests)
-            if not hits and rel.startswith("torchrl/") and rel.endswith(".py"):
-                unmapped.append(rel)
-            for h in hits:
-                targets.setdefault(h, []).append(f"{rel} ({why})")
-        # One command per top-level test area.
-        groups: dict[str, list[str]] = {}
-        for t in sorted(targets):
-            area = "/".join(Path(t).parts[:2]) if len(Path(t).parts) > 2 else t
-            groups.setdefault(area, []).append(t)
-        for area, ts in groups.items():
-            dirs = [t for t in ts if (repo / t).is_dir()]
-            ts = dirs + [t for t in ts if not any(t.startswith(d + "/") for d in dirs) and t not in dirs]
-            cmd = f"python -m pytest {' '.join(ts)} -m \"not gpu\" -q"
-            allw = list(dict.fromkeys(w for t in sorted(groups[area]) for w in targets[t]))
-            whys = "; ".join(allw[:3]) + (f"; +{len(allw) - 3} more changed file(s)" if len(allw) > 3 else "")
-            report.run(f"select:pytest {area}", lambda cmd=cmd, whys=whys: f"{cmd}  <- {whys}")
-        for rel in unmapped:
-            msg = (f"no focused test found for {rel}; add one next to its area's tests "
-                   "(pytorch/rl CLAUDE.md: every new public class needs tests)")
-            report.run("select:unmapped", (lambda m=msg: (_ for _ in ()).throw(sr.CheckFailed(m))) if args.strict
-                       else (lambda m=msg: (_ for _ in ()).throw(sr.CheckSkipped(m + " (pass --strict to fail)"))))
-
-        def labels():
-            auto = labeler_labels(repo, state["changed"])
-            opt = opt_in_labels(repo, state["changed"])
-            parts = [f"auto (labeler.yml): {', '.join(auto) or 'none'}"]
-            parts += [f"request {lab}: {why}" for lab, why in opt]
-            return "; ".join(parts)
-
-        report.run("select:labels", labels)
-
-        def markers():
-            from check_gpu_markers import check_source
-
-            files = [t for t in targets if t.endswith(".py") and (repo / t).is_file()]
-            for folder in [t for t in targets if (repo / t).is_dir()]:
-                files += [p.relative_to(repo).as_posix() for p in (repo / folder).rglob("test_*.py")]
-            bad = []
-            for f in sorted(set(files)):
-                v, _ = check_source(f, (repo / f).read_text(encoding="utf-8", errors="replace"))
-                bad += [x.text() for x in v]
-            sr.expect(not bad, f"{len(bad)} CUDA-gated test(s) lack @pytest.mark.gpu: {bad[0] if bad else ''}")
-            return f"{len(set(files))} selected test file(s) follow the gpu-marker policy"
-
-        report.run("select:gpu-markers", markers)
+        selection = select_inputs(args, tmp)
+        found = sr.run_declared(CHECKS, report, args=args, selection=selection)
+        if "mapping" in found:
+            report_selection(report, selection, found["mapping"], args.strict)
 
 
 def main(argv=None):

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import skill_report as sr  # noqa: E402
 
-EXAMPLE = "python sub-skills/llm-vla-and-services/scripts/check_component_contracts.py --hf --json"
+EXAMPLE = "python $SKILL_DIR/sub-skills/llm-vla-and-services/scripts/check_component_contracts.py --hf --json"
 
 # The key contracts, as read from torchrl 0.14.1 (torchrl/objectives/llm/grpo.py, sft.py).
 GRPO_TENSOR_KEYS = {
@@ -177,12 +177,13 @@ def check_buffer_contract(buffer=None, rows=None) -> str:
     SamplerWithoutReplacement) when ids, dtype, lengths or keys change, or a row repeats.
     """
     import torch
+    from tensordict import lazy_stack
 
     rows = rows if rows is not None else token_rows()
     buffer = buffer if buffer is not None else make_token_buffer()
     fix = "use ReplayBuffer(storage=LazyStackStorage(N), sampler=SamplerWithoutReplacement()) for ragged token rows"
     try:
-        buffer.extend(__import__("tensordict").lazy_stack([r.clone() for r in rows]))
+        buffer.extend(lazy_stack([r.clone() for r in rows]))
     except Exception as err:
         raise sr.CheckFailed(f"extend of ragged token rows raised {type(err).__name__}: {str(err)[:120]}; fix: {fix}")
     sr.expect(len(buffer) == len(rows), f"buffer holds {len(buffer)} rows after extend of {len(rows)}; fix: {fix}")
@@ -305,13 +306,12 @@ def check_grpo_contract(loss=None, batch=None) -> str:
     sr.expect(not missing, f"batch lacks GRPOLoss input keys {missing}; fix: loss.set_keys(...) or write those keys")
     try:
         out = loss(batch)
-    except ValueError as err:
-        msg = str(err).splitlines()[0]
-        if "same number of dimensions" in msg:
-            raise sr.CheckFailed(
-                f"ValueError: {msg}; fix: store advantage as [B, 1, 1] (one value per sequence, e.g. adv[:, None, None])"
-            )
-        raise sr.CheckFailed(f"ValueError: {msg}")
+    except ValueError as err:  # the fix comes from the error index, written once
+        import _error_index
+
+        hits = _error_index.match(sr.first_line(err))
+        fix = f"; fix: {hits[0][1].plain('fix')}" if hits and hits[0][0] >= 100 else ""
+        raise sr.CheckFailed(f"{sr.first_line(err)}{fix}") from None
     sr.expect(isinstance(out, GRPOLossOutput), f"GRPOLoss returned {type(out).__name__}, expected GRPOLossOutput")
     for field in GRPO_OUTPUT_FIELDS:
         val = getattr(out, field)
@@ -420,20 +420,24 @@ def check_hf_grpo() -> str:
     return "Qwen2: " + check_grpo_contract(GRPOLoss(policy, masking_strategy="sft"))
 
 
+def check_hf_backend() -> sr.Passed:
+    return sr.Passed(sr.optional_backend("transformers"), True)
+
+
+CHECKS = [
+    sr.Check("buffer:token-round-trip", check_buffer_contract),
+    sr.Check("rollouts:collector-protocol", check_rollouts_contract),
+    sr.Check("loss:grpo", check_grpo_contract),
+    sr.Check("loss:sft-keys", check_sft_keys),
+    sr.Check("loss:classic-ppo", check_ppo_contract),
+    sr.Check("hf:backend", check_hf_backend, gives="transformers", flag="hf"),
+    sr.Check("hf:generation-keys", lambda transformers: check_hf_generation(), flag="hf"),
+    sr.Check("hf:grpo", lambda transformers: check_hf_grpo(), flag="hf"),
+]
+
+
 def run_checks(args, report) -> None:
-    report.run("buffer:token-round-trip", check_buffer_contract)
-    report.run("rollouts:collector-protocol", check_rollouts_contract)
-    report.run("loss:grpo", check_grpo_contract)
-    report.run("loss:sft-keys", check_sft_keys)
-    report.run("loss:classic-ppo", check_ppo_contract)
-    if args.hf:
-        report.run("hf:backend", lambda: sr.optional_backend("transformers"))
-        if report.checks[-1].status == "pass":
-            report.run("hf:generation-keys", check_hf_generation)
-            report.run("hf:grpo", check_hf_grpo)
-    else:
-        for name in ("hf:generation-keys", "hf:grpo"):
-            report.add(name, "skip", "not asked for (pass --hf)")
+    sr.run_declared(CHECKS, report, args=args)
 
 
 def main(argv=None):

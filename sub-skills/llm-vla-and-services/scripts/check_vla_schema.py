@@ -4,7 +4,8 @@ Validates a synthetic batch (or, with --file, a TensorDict you saved with
 ``TensorDict.save``/``memmap``) with ``torchrl.data.vla.validate_vla_tensordict`` plus the
 shape rules it does not enforce, naming each missing or mis-shaped key and the fix;
 round-trips actions through ``UniformActionTokenizer`` and ``VocabTailActionTokenizer``
-(error at most half a bin); runs ``TinyVLA`` forward and backward on CPU.
+(error at most half a bin); runs ``TinyVLA`` forward and backward on CPU. A --file that
+does not exist or does not load as a TensorDict exits 2.
 """
 
 from __future__ import annotations
@@ -15,14 +16,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
 import skill_report as sr  # noqa: E402
 
-EXAMPLE = "python sub-skills/llm-vla-and-services/scripts/check_vla_schema.py --file ./my_batch --json"
+EXAMPLE = "python $SKILL_DIR/sub-skills/llm-vla-and-services/scripts/check_vla_schema.py --file ./my_batch --json"
 BATCH, CHANNELS, HEIGHT, WIDTH, STATE_DIM, ACTION_DIM, CHUNK = 2, 3, 32, 32, 8, 7, 4
 
 
 def build_parser():
     parser = sr.make_parser(__doc__, EXAMPLE)
     parser.add_argument("--file", help="folder of a TensorDict saved with TensorDict.save / memmap (default: synthetic batch)")
-    parser.add_argument("--action-dim", type=int, default=None, help="expected action size (last dim of 'action')")
+    parser.add_argument("--action-dim", type=sr.int_at_least(1), default=None, help="expected action size (last dim of 'action')")
     return parser
 
 
@@ -104,18 +105,24 @@ def check_synthetic() -> str:
     return f"canonical batch {sorted(map(str, td.keys(True, True)))} valid; broken copy flagged ({len(found)} problems)"
 
 
-def check_file(path: str | None, action_dim: int | None) -> str:
-    if not path:
-        raise sr.CheckSkipped("not asked for (pass --file PATH to a saved TensorDict)")
-    from tensordict import TensorDict
-
+def load_batch(path: str):
+    """``TensorDict.load(path)``; exit 2 (one line) when the path is missing or is not a saved TensorDict."""
     p = Path(path)
     if not p.exists():
-        raise sr.CheckFailed(f"{p} does not exist (save with td.memmap(path) or td.save(path))")
-    td = TensorDict.load(str(p))
-    problems = vla_problems(td, action_dim)
-    sr.expect(not problems, f"{p}: " + "; ".join(problems))
-    return f"{p}: batch {tuple(td.batch_size)}, keys {sorted(map(str, td.keys(True, True)))} follow the VLA schema"
+        sr.cannot_run(f"--file {p} does not exist", "save the batch with td.memmap(path) or td.save(path), then pass that folder")
+    from tensordict import TensorDict
+
+    try:
+        return TensorDict.load(str(p))
+    except Exception as err:  # a folder or file tensordict cannot read: the input, not a schema fault
+        sr.cannot_run(f"--file {p} does not load as a TensorDict ({sr.first_line(err, 160)})",
+                      "pass the folder written by td.memmap(path) or td.save(path)")
+
+
+def check_file(args, batch) -> str:
+    problems = vla_problems(batch, args.action_dim)
+    sr.expect(not problems, f"{args.file}: " + "; ".join(problems))
+    return f"{args.file}: batch {tuple(batch.batch_size)}, keys {sorted(map(str, batch.keys(True, True)))} follow the VLA schema"
 
 
 def check_tokenizers() -> str:
@@ -151,11 +158,17 @@ def check_tinyvla() -> str:
     return f"TinyVLA wrote ('vla_action', 'chunk') {tuple(chunk.shape)}; backward reached {len(grads)} parameter tensors"
 
 
+CHECKS = [
+    sr.Check("vla:schema-synthetic", check_synthetic),
+    sr.Check("vla:schema-file", check_file, flag="file"),
+    sr.Check("vla:action-tokenizers", check_tokenizers),
+    sr.Check("vla:tinyvla-forward-backward", check_tinyvla),
+]
+
+
 def run_checks(args, report) -> None:
-    report.run("vla:schema-synthetic", check_synthetic)
-    report.run("vla:schema-file", lambda: check_file(args.file, args.action_dim))
-    report.run("vla:action-tokenizers", check_tokenizers)
-    report.run("vla:tinyvla-forward-backward", check_tinyvla)
+    batch = load_batch(args.file) if args.file else None
+    sr.run_declared(CHECKS, report, args=args, batch=batch)
 
 
 def main(argv=None):

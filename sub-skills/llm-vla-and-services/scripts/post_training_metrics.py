@@ -8,7 +8,8 @@ MetricsLogger emits it through torchrl.record.loggers CSVLogger (always) plus
 TensorboardLogger / WandbLogger when installed and asked for. As a script: computes the
 metrics on a fixed synthetic batch, checks them against hand-computed values, logs them
 through CSVLogger and reads them back; --plot writes a reward/KL-over-steps PNG from a
-logged CSV run (--csv-dir, or a short synthetic run; needs matplotlib).
+logged CSV run (--csv-dir, or a short synthetic run; needs matplotlib). --csv-dir without
+--plot, or naming a folder that is not a CSVLogger experiment (no scalars/), exits 2.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
 import skill_report as sr  # noqa: E402
 
 EXAMPLE = (
-    "python sub-skills/llm-vla-and-services/scripts/post_training_metrics.py --plot run.png --steps 20\n"
-    "  python sub-skills/llm-vla-and-services/scripts/post_training_metrics.py --csv-dir LOGDIR/EXP --plot run.png"
+    "python $SKILL_DIR/sub-skills/llm-vla-and-services/scripts/post_training_metrics.py --plot run.png --steps 20\n"
+    "  python $SKILL_DIR/sub-skills/llm-vla-and-services/scripts/post_training_metrics.py --csv-dir LOGDIR/EXP --plot run.png"
 )
 
 # Default keys of the TorchRL GRPO/SFT path (torchrl 0.14.1: GRPOLoss/SFTLoss tensor_keys,
@@ -369,9 +370,9 @@ def synthetic_run(log_dir, steps: int, tensorboard: bool = False):
     return logger
 
 
-def check_csv_round_trip(tmp: str, tensorboard: bool) -> str:
+def check_csv_round_trip(tmp: str, args) -> str:
     """Metrics logged through CSVLogger read back with the same steps and values."""
-    logger = synthetic_run(tmp, 3, tensorboard=tensorboard)
+    logger = synthetic_run(tmp, 3, tensorboard=args.tensorboard)
     steps, values = read_csv_run(logger.csv_dir, "reward/seq_mean")
     sr.expect(steps == [0, 1, 2], f"CSVLogger steps {steps}, expected [0, 1, 2]")
     sr.expect(values[2] > values[0], f"reward/seq_mean did not follow the logged drift: {values}")
@@ -381,8 +382,6 @@ def check_csv_round_trip(tmp: str, tensorboard: bool) -> str:
 
 
 def check_plot(args, tmp: str) -> str:
-    if not args.plot:
-        raise sr.CheckSkipped("not asked for (pass --plot PNG)")
     sr.optional_backend("matplotlib", install="pip install matplotlib==3.11.2")
     if args.csv_dir:
         csv_dir = Path(args.csv_dir)
@@ -393,13 +392,24 @@ def check_plot(args, tmp: str) -> str:
     return f"wrote {out} ({out.stat().st_size} bytes) from {csv_dir}"
 
 
+CHECKS = [
+    sr.Check("metrics:fixed-batch", check_fixed_batch),
+    sr.Check("metrics:csv-logger", check_csv_round_trip),
+    sr.Check("metrics:plot", check_plot, flag="plot"),
+]
+
+
 def run_checks(args, report) -> None:
     import tempfile
 
-    report.run("metrics:fixed-batch", check_fixed_batch)
+    if args.csv_dir:
+        if not args.plot:
+            sr.cannot_run("--csv-dir is read only by --plot", "add --plot run.png, or drop --csv-dir")
+        if not (Path(args.csv_dir) / "scalars").is_dir():
+            sr.cannot_run(f"--csv-dir {args.csv_dir} is not a CSVLogger experiment folder (no scalars/ in it)",
+                          "pass LOG_DIR/EXP_NAME, the folder CSVLogger(exp_name, log_dir) wrote")
     with tempfile.TemporaryDirectory() as tmp:
-        report.run("metrics:csv-logger", lambda: check_csv_round_trip(tmp, args.tensorboard))
-        report.run("metrics:plot", lambda: check_plot(args, tmp))
+        sr.run_declared(CHECKS, report, args=args, tmp=tmp)
 
 
 def main(argv=None):

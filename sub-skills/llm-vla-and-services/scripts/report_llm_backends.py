@@ -16,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
 import skill_report as sr  # noqa: E402
 
-EXAMPLE = "python sub-skills/llm-vla-and-services/scripts/report_llm_backends.py --json"
+EXAMPLE = "python $SKILL_DIR/sub-skills/llm-vla-and-services/scripts/report_llm_backends.py --json"
 
 NEEDS = {
     "vllm": "Linux + CUDA GPU, pip install vllm (pins its own torch; install in a separate env)",
@@ -33,7 +33,7 @@ def _error_of(fn) -> str:
     try:
         fn()
     except Exception as err:  # the point is to record torchrl's exact message
-        return f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+        return sr.first_line(err)
     return "(no error raised)"
 
 
@@ -67,10 +67,15 @@ def probe_lerobot() -> str:
     )
 
 
+CHECKS = [
+    sr.Check("backend:vllm", probe_vllm),
+    sr.Check("backend:sglang", probe_sglang),
+    sr.Check("backend:lerobot", probe_lerobot),
+]
+
+
 def run_checks(args, report) -> None:
-    report.run("backend:vllm", probe_vllm)
-    report.run("backend:sglang", probe_sglang)
-    report.run("backend:lerobot", probe_lerobot)
+    sr.run_declared(CHECKS, report, args=args)
 
 
 def main(argv=None):

@@ -11,13 +11,14 @@ LLMCollector batch written into a replay buffer and MCAdvantage on a GRPO group.
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import skill_report as sr  # noqa: E402
 
-EXAMPLE = "python sub-skills/llm-vla-and-services/scripts/smoke_llm_grpo.py --collector --json"
+EXAMPLE = "python $SKILL_DIR/sub-skills/llm-vla-and-services/scripts/smoke_llm_grpo.py --collector --json"
 QUERIES = ["What is 2+2?", "Say hi.", "Name a color.", "Count to 3."]
 MAX_NEW_TOKENS = 4
 
@@ -52,47 +53,47 @@ def make_chat_env(tokenizer, batch_size: int = 2):
     return env.append_transform(DataLoadingPrimer(dataloader=loader, batch_size=(batch_size,)))
 
 
-class _State:
-    """Objects shared by the checks of one run (built once, lazily)."""
+@dataclass
+class Generation:
+    """What the generation check hands on: the tiny model, the env and the policy's output."""
 
-    def __init__(self, seed: int):
-        self.seed = seed
-        self.tok = self.model = self.env = self.gen_td = self.lp_td = None
+    model: object
+    env: object
+    td: object
 
 
-def check_template(st: _State) -> str:
+def check_template() -> sr.Passed:
     import _tiny_llm as tiny
     from torchrl.data.llm import History
 
-    st.tok = tiny.make_tokenizer()
+    tok = tiny.make_tokenizer()
     text = "Hello, world! 2+2=4"
-    ids = st.tok(text)["input_ids"]
-    sr.expect(st.tok.decode(ids) == text, f"tokenizer round trip failed: {st.tok.decode(ids)!r}")
-    hist = History.from_chats([[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]])
-    ours = hist.apply_chat_template(tokenizer=st.tok, add_generation_prompt=False)
-    theirs = st.tok.apply_chat_template(
-        [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}], tokenize=False
-    )
+    ids = tok(text)["input_ids"]
+    sr.expect(tok.decode(ids) == text, f"tokenizer round trip failed: {tok.decode(ids)!r}")
+    chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+    ours = History.from_chats([chat]).apply_chat_template(tokenizer=tok, add_generation_prompt=False)
+    theirs = tok.apply_chat_template(chat, tokenize=False)
     sr.expect(ours[0] == theirs, f"History template {ours[0]!r} != tokenizer template {theirs!r}")
     back = History.from_text(ours[0], chat_template_name="chatml_format")
     sr.expect(list(back.role) == ["user", "assistant"], f"History.from_text roles {list(back.role)}")
-    return f"vocab {len(st.tok)}, text round trip, History.apply_chat_template == tokenizer template, from_text roles back"
+    return sr.Passed(f"vocab {len(tok)}, text round trip, History.apply_chat_template == tokenizer template, "
+                     "from_text roles back", tok)
 
 
-def check_env_generate(st: _State) -> str:
+def check_env_generate(args, tokenizer) -> sr.Passed:
     import _tiny_llm as tiny
     import torch
     from torchrl.modules.llm import TransformersWrapper
 
-    st.model = tiny.make_causal_lm(st.tok, seed=st.seed)
-    st.env = make_chat_env(st.tok)
-    td = st.env.reset()
+    model = tiny.make_causal_lm(tokenizer, seed=args.seed)
+    env = make_chat_env(tokenizer)
+    td = env.reset()
     roles = td["history"].prompt.role
     sr.expect(list(roles[0]) == ["system", "user"], f"reset history roles {roles}")
-    torch.manual_seed(st.seed)
+    torch.manual_seed(args.seed)
     policy = TransformersWrapper(
-        st.model,
-        tokenizer=st.tok,
+        model,
+        tokenizer=tokenizer,
         input_mode="history",
         generate=True,
         return_log_probs=True,
@@ -102,85 +103,89 @@ def check_env_generate(st: _State) -> str:
     resp = td.get(("tokens", "response"), as_list=True)
     lps = td.get(("log_probs", "response"), as_list=True)
     sr.expect(all(r.numel() == lp.numel() >= 1 for r, lp in zip(resp, lps)), "response tokens/log-probs lengths differ")
-    nxt = st.env.step(td)["next"]
-    roles = nxt["history"].prompt.role
+    roles = env.step(td)["next"]["history"].prompt.role
     sr.expect(list(roles[0]) == ["system", "user", "assistant"], f"after step history roles {roles}")
-    st.gen_td = td
-    return (
+    return sr.Passed(
         f"ChatEnv+DataLoadingPrimer reset -> TransformersWrapper generated {[r.numel() for r in resp]} tokens "
-        f"with log_probs.response; step appended the assistant turn"
+        "with log_probs.response; step appended the assistant turn",
+        Generation(model, env, td),
     )
 
 
-def check_logprob_recompute(st: _State) -> str:
-    import torch
+def scoring_actor(model, tokenizer):
+    """``TransformersWrapper(generate=False, return_log_probs=True)`` on the history: old log-probs."""
     from torchrl.modules.llm import TransformersWrapper
 
-    actor = TransformersWrapper(st.model, tokenizer=st.tok, input_mode="history", generate=False, return_log_probs=True)
+    return TransformersWrapper(model, tokenizer=tokenizer, input_mode="history", generate=False, return_log_probs=True)
+
+
+def check_logprob_recompute(tokenizer, generation) -> sr.Passed:
+    import torch
+
+    model, gen_td = generation.model, generation.td
     with torch.no_grad():  # old log-probs must not require grad (GRPOLoss refuses them)
-        td = actor(st.gen_td.copy())
+        td = scoring_actor(model, tokenizer)(gen_td.copy())
     worst = 0.0
     for i, (prompt, resp) in enumerate(
-        zip(st.gen_td.get(("tokens", "prompt"), as_list=True), st.gen_td.get(("tokens", "response"), as_list=True))
+        zip(gen_td.get(("tokens", "prompt"), as_list=True), gen_td.get(("tokens", "response"), as_list=True))
     ):
         full = td.get(("tokens", "full"), as_list=True)[i]
         lpf = td.get(("log_probs", "full"), as_list=True)[i]
         n0, n = prompt.numel(), resp.numel()
         sr.expect(torch.equal(full[:n0 + n], torch.cat([prompt, resp])), "re-tokenized history != prompt+response tokens")
         with torch.no_grad():
-            ref = st.model(full[None]).logits[0].log_softmax(-1)[:-1].gather(-1, full[1:, None]).squeeze(-1)
+            ref = model(full[None]).logits[0].log_softmax(-1)[:-1].gather(-1, full[1:, None]).squeeze(-1)
         # log_probs.full[t] = log p(token t | tokens < t): ref is shifted by one.
         worst = max(worst, float((lpf[n0:n0 + n] - ref[n0 - 1:n0 - 1 + n]).abs().max()))
-        gen = st.gen_td.get(("log_probs", "response"), as_list=True)[i]
+        gen = gen_td.get(("log_probs", "response"), as_list=True)[i]
         sr.expect(torch.allclose(gen[1:], lpf[n0 + 1:n0 + n], atol=1e-4), "generation log-probs != recomputed ones")
     sr.expect(worst < 1e-4, f"recomputed log-probs differ from a plain forward by {worst:.2e}")
-    st.lp_td = td
-    return f"generate=False log_probs.full match a manual forward (max |diff| {worst:.1e}); generation ones match after index 0"
+    return sr.Passed(f"generate=False log_probs.full match a manual forward (max |diff| {worst:.1e}); "
+                     "generation ones match after index 0", td)
 
 
-def check_grpo(st: _State) -> str:
+def _grad_l1(model) -> float:
+    return sum(float(p.grad.abs().sum()) for p in model.parameters() if p.grad is not None)
+
+
+def check_grpo(tokenizer, generation, scored) -> str:
     import torch
-    from torchrl.modules.llm import TransformersWrapper
     from torchrl.objectives.llm import GRPOLoss, GRPOLossOutput
 
-    actor = TransformersWrapper(st.model, tokenizer=st.tok, input_mode="history", generate=False, return_log_probs=True)
-    td = st.lp_td.copy()
+    td = scored.copy()
     td["advantage"] = torch.tensor([[[1.0]], [[-0.5]]])  # [batch, 1, 1]: a 2-D advantage raises ValueError
-    loss = GRPOLoss(actor, masking_strategy="rlhf")
-    out = loss(td)
+    out = GRPOLoss(scoring_actor(generation.model, tokenizer), masking_strategy="rlhf")(td)
     sr.expect(isinstance(out, GRPOLossOutput), f"GRPOLoss returned {type(out).__name__}")
-    st.model.zero_grad()
+    generation.model.zero_grad()
     (out.loss_objective + out.loss_entropy).backward()
-    gnorm = sum(float(p.grad.abs().sum()) for p in st.model.parameters() if p.grad is not None)
+    gnorm = _grad_l1(generation.model)
     sr.expect(gnorm > 0, "GRPOLoss backward left every gradient at zero")
     return f"GRPOLossOutput loss_objective={float(out.loss_objective.detach()):.3f} ESS={float(out.ESS):.2f}, grad L1 {gnorm:.2f}"
 
 
-def check_sft(st: _State) -> str:
+def check_sft(tokenizer, generation) -> str:
     from tensordict import TensorDict
     from torchrl.data.llm import History
-    from torchrl.modules.llm import ChatHistory, TransformersWrapper
+    from torchrl.modules.llm import ChatHistory
     from torchrl.objectives.llm import SFTLoss, SFTLossOutput
 
-    actor = TransformersWrapper(st.model, tokenizer=st.tok, input_mode="history", generate=False, return_log_probs=True)
     chats = History.from_chats(
         [
             [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
             [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}],
         ]
     )
-    out = SFTLoss(actor, tokenizer=st.tok)(TensorDict(history=ChatHistory(full=chats), batch_size=(2,)))
+    loss = SFTLoss(scoring_actor(generation.model, tokenizer), tokenizer=tokenizer)
+    out = loss(TensorDict(history=ChatHistory(full=chats), batch_size=(2,)))
     sr.expect(isinstance(out, SFTLossOutput), f"SFTLoss returned {type(out).__name__}")
-    st.model.zero_grad()
+    generation.model.zero_grad()
     out.loss_sft.backward()
-    gnorm = sum(float(p.grad.abs().sum()) for p in st.model.parameters() if p.grad is not None)
+    gnorm = _grad_l1(generation.model)
     sr.expect(gnorm > 0, "SFTLoss backward left every gradient at zero")
     return f"SFTLossOutput loss_sft={float(out.loss_sft.detach()):.3f} on history.full, grad L1 {gnorm:.2f}"
 
 
-def check_collector(st: _State, asked: bool) -> str:
-    if not asked:
-        raise sr.CheckSkipped("not asked for (pass --collector)")
+def check_collector(tokenizer, generation) -> str:
     import torch
     from tensordict import TensorDict
     from torchrl.collectors.llm import LLMCollector
@@ -190,11 +195,11 @@ def check_collector(st: _State, asked: bool) -> str:
     from torchrl.objectives.llm import MCAdvantage
 
     policy = TransformersWrapper(
-        st.model, tokenizer=st.tok, input_mode="history", generate=True, return_log_probs=True,
+        generation.model, tokenizer=tokenizer, input_mode="history", generate=True, return_log_probs=True,
         generate_kwargs={"max_new_tokens": MAX_NEW_TOKENS, "do_sample": True},
     )
     rb = ReplayBuffer(storage=LazyStackStorage(8), batch_size=2)
-    env = make_chat_env(st.tok).append_transform(InitTracker())  # silences the FutureWarning
+    env = make_chat_env(tokenizer).append_transform(InitTracker())  # silences the FutureWarning
     collector = LLMCollector(env, policy=policy, dialog_turns_per_batch=2, total_dialog_turns=2, replay_buffer=rb)
     try:
         for _ in collector:
@@ -217,24 +222,18 @@ def check_collector(st: _State, asked: bool) -> str:
     return f"LLMCollector wrote 2 dialog turns into a ReplayBuffer (LazyStackStorage); MCAdvantage {[round(v, 3) for v in vals]}"
 
 
-def run_checks(args, report) -> None:
-    st = _State(args.seed)
-    def passed(name, fn):
-        report.run(name, fn)
-        return report.result(name).status == "pass"
+CHECKS = [
+    sr.Check("llm:tokenizer-template", check_template, gives="tokenizer"),
+    sr.Check("llm:chatenv-generate", check_env_generate, gives="generation"),
+    sr.Check("llm:logprob-recompute", check_logprob_recompute, gives="scored"),
+    sr.Check("llm:grpo-loss", check_grpo),
+    sr.Check("llm:sft-loss", check_sft),
+    sr.Check("llm:collector-replay", check_collector, flag="collector"),
+]
 
-    ok = passed("llm:tokenizer-template", lambda: check_template(st))
-    ok = ok and passed("llm:chatenv-generate", lambda: check_env_generate(st))
-    ok = ok and passed("llm:logprob-recompute", lambda: check_logprob_recompute(st))
-    for name, fn in [
-        ("llm:grpo-loss", lambda: check_grpo(st)),
-        ("llm:sft-loss", lambda: check_sft(st)),
-        ("llm:collector-replay", lambda: check_collector(st, args.collector)),
-    ]:
-        if ok:
-            report.run(name, fn)
-        else:
-            report.add(name, "skip", "an earlier llm check failed")
+
+def run_checks(args, report) -> None:
+    sr.run_declared(CHECKS, report, args=args)
 
 
 def main(argv=None):

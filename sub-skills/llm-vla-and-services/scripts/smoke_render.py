@@ -13,7 +13,10 @@ not used), so without torchcodec it reports missing, never pass.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -23,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
 import skill_report as sr  # noqa: E402
 
-EXAMPLE = "python sub-skills/llm-vla-and-services/scripts/smoke_render.py --subprocess --mp4 --json"
+EXAMPLE = "python $SKILL_DIR/sub-skills/llm-vla-and-services/scripts/smoke_render.py --subprocess --mp4 --json"
 STEPS = 5
 
 FACTORY = '''
@@ -79,8 +82,12 @@ def build_parser():
     return parser
 
 
-def _render(tmp: Path, ckpt: Path, fmt: str, use_subprocess: bool) -> tuple[int, str]:
-    """Run rlrender for ``fmt``; return (exit code, last stderr line or '')."""
+def run_rlrender(tmp: Path, ckpt: Path, fmt: str, use_subprocess: bool) -> tuple[int, str]:
+    """Render ``ckpt`` with rlrender (``render_factory.py`` in ``tmp``) to ``tmp/out.<fmt>``.
+
+    In process through ``torchrl.render.cli.main``, or the installed executable with
+    ``use_subprocess``. Returns (exit code, last "rlrender" line of stderr, or '').
+    """
     argv = [
         "--ckpt", str(ckpt), "--env", "render_factory:make_env", "--policy", "render_factory:make_policy",
         "--format", fmt, "--out", str(tmp / f"out.{fmt}"), "--max-steps", str(STEPS), "--num-trajs", "1", "--seed", "0",
@@ -90,17 +97,14 @@ def _render(tmp: Path, ckpt: Path, fmt: str, use_subprocess: bool) -> tuple[int,
         if not Path(exe).exists():
             raise sr.CheckFailed("rlrender executable not found next to this interpreter; reinstall torchrl")
         proc = subprocess.run([exe, *argv], cwd=tmp, capture_output=True, text=True, timeout=300,
-                              env={**__import__("os").environ, "PYTHONPATH": str(tmp)})
+                              env={**os.environ, "PYTHONPATH": str(tmp)})
         return proc.returncode, (proc.stderr.strip().splitlines() or [""])[-1]
-    import contextlib
-    import io
-
     from torchrl.render.cli import main as rlrender_main
 
     sys.path.insert(0, str(tmp))
     err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err):
+    try:  # rlrender prints the output path on stdout: keep the report's stdout clean
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
             try:
                 code = rlrender_main(argv)
             except SystemExit as exc:
@@ -112,99 +116,96 @@ def _render(tmp: Path, ckpt: Path, fmt: str, use_subprocess: bool) -> tuple[int,
     return int(code or 0), (lines[-1] if lines else "")
 
 
-def check_render(use_subprocess: bool, mp4: bool, report) -> None:
-    with tempfile.TemporaryDirectory() as tmpdir:
-        tmp = Path(tmpdir)
-        (tmp / "render_factory.py").write_text(FACTORY)
+def check_checkpoint(workdir) -> sr.Passed:
+    import torch
+    from torchrl.render import load_checkpoint, save_render_checkpoint
 
-        def save() -> str:
-            import torch
-            from torchrl.render import load_checkpoint, save_render_checkpoint
+    sys.path.insert(0, str(workdir))
+    try:
+        import render_factory
 
-            sys.path.insert(0, str(tmp))
-            try:
-                import render_factory
+        torch.manual_seed(0)
+        path = save_render_checkpoint(workdir / "policy.pt", render_factory.make_policy(),
+                                      env_metadata={"env_name": "pendulum"}, format="archive")
+    finally:
+        sys.path.remove(str(workdir))
+        sys.modules.pop("render_factory", None)
+    payload = load_checkpoint(path)
+    sr.expect(payload.get("env_name") == "pendulum", f"checkpoint env_name {payload.get('env_name')!r}")
+    return sr.Passed(f"save_render_checkpoint(format='archive') -> {Path(path).name}; load_checkpoint env_name 'pendulum'",
+                     Path(path))
 
-                torch.manual_seed(0)
-                path = save_render_checkpoint(tmp / "policy.pt", render_factory.make_policy(),
-                                              env_metadata={"env_name": "pendulum"}, format="archive")
-            finally:
-                sys.path.remove(str(tmp))
-                sys.modules.pop("render_factory", None)
-            payload = load_checkpoint(path)
-            sr.expect(payload.get("env_name") == "pendulum", f"checkpoint env_name {payload.get('env_name')!r}")
-            return f"save_render_checkpoint(format='archive') -> {Path(path).name}; load_checkpoint env_name 'pendulum'"
 
-        report.run("render:checkpoint", save)
-        saved = report.result("render:checkpoint").status == "pass"
+def check_jsonl(args, workdir, checkpoint) -> str:
+    code, err = run_rlrender(workdir, checkpoint, "jsonl", args.subprocess)
+    sr.expect(code == 0, f"rlrender --format jsonl exit {code}: {err}")
+    rows = [json.loads(ln) for ln in (workdir / "out.jsonl").read_text().splitlines() if ln.strip()]
+    meta = rows[0]["metadata"]["trajectories"][0]
+    sr.expect(meta["num_steps"] == STEPS, f"jsonl trajectory has {meta['num_steps']} steps, expected {STEPS}")
+    runner = "rlrender" if args.subprocess else "cli.main"
+    return f"{runner} jsonl: {len(rows)} records, {meta['num_steps']} steps, return {meta['return']:.3f}"
 
-        def to_jsonl() -> str:
-            code, err = _render(tmp, tmp / "policy.pt", "jsonl", use_subprocess)
-            sr.expect(code == 0, f"rlrender --format jsonl exit {code}: {err}")
-            rows = [json.loads(ln) for ln in (tmp / "out.jsonl").read_text().splitlines() if ln.strip()]
-            meta = rows[0]["metadata"]["trajectories"][0]
-            sr.expect(meta["num_steps"] == STEPS, f"jsonl trajectory has {meta['num_steps']} steps, expected {STEPS}")
-            return f"{'rlrender' if use_subprocess else 'cli.main'} jsonl: {len(rows)} records, {meta['num_steps']} steps, return {meta['return']:.3f}"
 
-        def to_npz() -> str:
-            import numpy as np
+def check_npz(args, workdir, checkpoint) -> str:
+    import numpy as np
 
-            code, err = _render(tmp, tmp / "policy.pt", "npz", use_subprocess)
-            sr.expect(code == 0, f"rlrender --format npz exit {code}: {err}")
-            with np.load(tmp / "out.npz") as data:
-                act = data["traj_000/action"]
-                sr.expect(act.shape == (STEPS, 1), f"npz traj_000/action shape {act.shape}")
-                n = len(data.files)
-            return f"npz: {n} arrays, traj_000/action {act.shape}"
+    code, err = run_rlrender(workdir, checkpoint, "npz", args.subprocess)
+    sr.expect(code == 0, f"rlrender --format npz exit {code}: {err}")
+    with np.load(workdir / "out.npz") as data:
+        act = data["traj_000/action"]
+        sr.expect(act.shape == (STEPS, 1), f"npz traj_000/action shape {act.shape}")
+        n = len(data.files)
+    return f"npz: {n} arrays, traj_000/action {act.shape}"
 
-        def to_frames() -> str:
-            sr.optional_backend("pillow", module="PIL", install="pip install pillow")
-            code, err = _render(tmp, tmp / "policy.pt", "frames", use_subprocess)
-            sr.expect(code == 0, f"rlrender --format frames exit {code}: {err}")
-            from PIL import Image
 
-            pngs = sorted((tmp / "out.frames").rglob("*.png"))
-            sr.expect(len(pngs) == STEPS + 1, f"{len(pngs)} PNG frames written, expected {STEPS + 1} (reset + {STEPS} steps)")
-            with Image.open(pngs[0]) as img:
-                size = img.size
-            sr.expect(size == (32, 32), f"frame size {size}, expected (32, 32) from the 'pixels' key")
-            return f"frames: {len(pngs)} PNGs of {size[0]}x{size[1]} from the 'pixels' key"
+def check_frames(args, workdir, checkpoint) -> str:
+    sr.optional_backend("pillow", module="PIL", install="pip install pillow")
+    code, err = run_rlrender(workdir, checkpoint, "frames", args.subprocess)
+    sr.expect(code == 0, f"rlrender --format frames exit {code}: {err}")
+    from PIL import Image
 
-        def to_mp4() -> str:
-            if not mp4:
-                raise sr.CheckSkipped("not asked for (pass --mp4)")
-            import importlib.util
+    pngs = sorted((workdir / "out.frames").rglob("*.png"))
+    sr.expect(len(pngs) == STEPS + 1, f"{len(pngs)} PNG frames written, expected {STEPS + 1} (reset + {STEPS} steps)")
+    with Image.open(pngs[0]) as img:
+        size = img.size
+    sr.expect(size == (32, 32), f"frame size {size}, expected (32, 32) from the 'pixels' key")
+    return f"frames: {len(pngs)} PNGs of {size[0]}x{size[1]} from the 'pixels' key"
 
-            # torchrl 0.14.1 writes mp4 through torchcodec only (torchrl/record/loggers,
-            # VideoRecorder); PyAV alone is not enough
-            code, err = _render(tmp, tmp / "policy.pt", "mp4", use_subprocess)
-            if importlib.util.find_spec("torchcodec") is None:
-                # frames ARE captured here, so the failure must be the torchcodec one
-                sr.expect(code != 0 and "requires torchcodec" in err,
-                          f"without torchcodec expected rlrender's torchcodec error, got exit {code}: {err!r}")
-                raise sr.BackendMissing(
-                    "torchcodec not installed: rlrender --format mp4 needs torchcodec>=0.10.0 and FFmpeg "
-                    f"libraries (PyAV is not used); pip install 'torchcodec>=0.10.0'. rlrender said: {err}"
-                )
-            sr.expect(code == 0, f"rlrender --format mp4 exit {code}: {err}")
-            size = (tmp / "out.mp4").stat().st_size
-            sr.expect(size > 0, "empty mp4")
-            return f"mp4 written ({size} bytes)"
 
-        for name, fn in [
-            ("render:rlrender-jsonl", to_jsonl),
-            ("render:rlrender-npz", to_npz),
-            ("render:rlrender-frames", to_frames),
-            ("render:rlrender-mp4", to_mp4),
-        ]:
-            if saved:
-                report.run(name, fn)
-            else:
-                report.add(name, "skip", "checkpoint not written")
+def check_mp4(args, workdir, checkpoint) -> str:
+    import importlib.util
+
+    # torchrl 0.14.1 writes mp4 through torchcodec only (torchrl/record/loggers, VideoRecorder);
+    # PyAV alone is not enough
+    code, err = run_rlrender(workdir, checkpoint, "mp4", args.subprocess)
+    if importlib.util.find_spec("torchcodec") is None:
+        # frames ARE captured here, so the failure must be the torchcodec one
+        sr.expect(code != 0 and "requires torchcodec" in err,
+                  f"without torchcodec expected rlrender's torchcodec error, got exit {code}: {err!r}")
+        raise sr.BackendMissing(
+            "torchcodec not installed: rlrender --format mp4 needs torchcodec>=0.10.0 and FFmpeg "
+            f"libraries (PyAV is not used); pip install 'torchcodec>=0.10.0'. rlrender said: {err}"
+        )
+    sr.expect(code == 0, f"rlrender --format mp4 exit {code}: {err}")
+    size = (workdir / "out.mp4").stat().st_size
+    sr.expect(size > 0, "empty mp4")
+    return f"mp4 written ({size} bytes)"
+
+
+CHECKS = [
+    sr.Check("render:checkpoint", check_checkpoint, gives="checkpoint"),
+    sr.Check("render:rlrender-jsonl", check_jsonl),
+    sr.Check("render:rlrender-npz", check_npz),
+    sr.Check("render:rlrender-frames", check_frames),
+    sr.Check("render:rlrender-mp4", check_mp4, flag="mp4"),
+]
 
 
 def run_checks(args, report) -> None:
-    check_render(args.subprocess, args.mp4, report)
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        (workdir / "render_factory.py").write_text(FACTORY)
+        sr.run_declared(CHECKS, report, args=args, workdir=workdir)
 
 
 def main(argv=None):

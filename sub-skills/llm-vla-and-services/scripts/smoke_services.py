@@ -6,11 +6,15 @@ owning a ``CSVLogger`` in a child process (client logs, owner shuts down, child 
 ``PythonExecutorService`` runs a harmless snippet in its interpreter process, hits its
 timeout on a sleeping one, and its processes are gone after ``cleanup()``. With --ray,
 the ``get_services()`` registry on a local Ray (started and shut down here) serves a
-``PythonExecutorService`` actor for real, then ``reset``/``shutdown`` and ``ray.shutdown``.
+``PythonExecutorService`` actor for real, then ``cleanup``/``reset``/``shutdown`` and
+``ray.shutdown``. Ray runs on 127.0.0.1 only, with its session folder and the workers'
+temporary files in a temporary folder this script removes; the check fails if any
+temporary file or Ray process is left.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 import time
@@ -19,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
 import skill_report as sr  # noqa: E402
 
-EXAMPLE = "python sub-skills/llm-vla-and-services/scripts/smoke_services.py --ray --json"
+EXAMPLE = "python $SKILL_DIR/sub-skills/llm-vla-and-services/scripts/smoke_services.py --ray --json"
 SNIPPET = "print(sum(range(10)))"
 SLEEPER = "import time\ntime.sleep(30)"
 
@@ -27,7 +31,9 @@ SLEEPER = "import time\ntime.sleep(30)"
 def build_parser():
     parser = sr.make_parser(__doc__, EXAMPLE)
     parser.add_argument("--ray", action="store_true", help="also start a local Ray and exercise get_services() (10-30 s)")
-    parser.add_argument("--timeout", type=float, default=1.0, help="PythonExecutorService timeout in seconds (default: 1.0)")
+    parser.add_argument("--exec-timeout", type=sr.number_above(0.0), default=0.5, metavar="SECONDS",
+                        help="PythonExecutorService timeout in seconds; the sleeping snippet waits it out (default: 0.5)")
+    sr.add_timeout_flag(parser)
     return parser
 
 
@@ -66,36 +72,61 @@ def check_process() -> str:
     return f"ProcessLogger child pid(s) {sorted(spawned)} logged {files} and exited on shutdown()"
 
 
-def check_executor(timeout: float) -> str:
+def _private_tempdir(tmp: str):
+    """Point ``tempfile`` at ``tmp`` while a check runs (PersistentPythonProcess writes its
+    interpreter script with ``tempfile.NamedTemporaryFile``), so leftovers can be counted."""
+    previous = tempfile.tempdir
+    tempfile.tempdir = tmp
+    return previous
+
+
+def check_executor(args) -> str:
     from torchrl.envs.llm.transforms.tools import PythonExecutorService
 
     before = sr.child_processes()
-    svc = PythonExecutorService(pool_size=1, timeout=timeout)
-    try:
-        spawned = {p: d for p, d in sr.child_processes().items() if p not in before}
-        sr.expect(spawned, "PythonExecutorService started no interpreter process")
-        ok = svc.execute(SNIPPET)
-        sr.expect(ok["success"] and ok["stdout"].strip() == "45", f"snippet result {ok}")
-        t0 = time.monotonic()
-        slow = svc.execute(SLEEPER)
-        waited = time.monotonic() - t0
-        sr.expect(not slow["success"] and "timed out" in slow["stderr"], f"sleeping snippet not stopped: {slow}")
-        again = svc.execute(SNIPPET)
-        sr.expect(again["success"], f"interpreter not restarted after the timeout: {again}")
-    finally:
-        svc.cleanup()
+    with tempfile.TemporaryDirectory() as tmp:
+        previous = _private_tempdir(tmp)
+        try:
+            svc = PythonExecutorService(pool_size=1, timeout=args.exec_timeout)
+            try:
+                spawned = {p: d for p, d in sr.child_processes().items() if p not in before}
+                sr.expect(spawned, "PythonExecutorService started no interpreter process")
+                ok = svc.execute(SNIPPET)
+                sr.expect(ok["success"] and ok["stdout"].strip() == "45", f"snippet result {ok}")
+                t0 = time.monotonic()
+                slow = svc.execute(SLEEPER)
+                waited = time.monotonic() - t0
+                sr.expect(not slow["success"] and "timed out" in slow["stderr"], f"sleeping snippet not stopped: {slow}")
+                again = svc.execute(SNIPPET)
+                sr.expect(again["success"], f"interpreter not restarted after the timeout: {again}")
+            finally:
+                svc.cleanup()
+        finally:
+            tempfile.tempdir = previous
+        left_files = sorted(p.name for p in Path(tmp).iterdir())
     left = sr.leftover_processes(before, grace=10.0)
     sr.expect(not left, f"interpreter processes still alive after cleanup(): {left}")
+    sr.expect(not left_files, f"temporary files left after cleanup(): {left_files}")
     return (
         f"stdout {ok['stdout'].strip()!r}; sleep stopped after {waited:.1f}s with {slow['stderr']!r}; "
-        f"{len(spawned)} process(es) gone after cleanup()"
+        f"{len(spawned)} process(es) and their temporary scripts gone after cleanup()"
     )
 
 
-def check_ray(asked: bool, timeout: float) -> str:
-    if not asked:
-        raise sr.CheckSkipped("not asked for (pass --ray)")
+def local_ray_config(tmp: str) -> dict:
+    """``ray.init`` arguments for a private Ray (``_ray_local.init_kwargs``: local, loopback,
+    its session folder under ``tmp``), plus the workers' temporary files under ``tmp``."""
+    import _ray_local
+
+    return {
+        **_ray_local.init_kwargs(os.path.join(tmp, "ray"), num_cpus=2),
+        "runtime_env": {"env_vars": {"TMPDIR": os.path.join(tmp, "workers")}},
+    }
+
+
+def check_ray(args) -> str:
     sr.optional_backend("ray", install="pip install ray")
+    import _ray_local
     import ray
     from torchrl.envs.llm.transforms.tools import PythonExecutorService
     from torchrl.services import get_services
@@ -103,40 +134,51 @@ def check_ray(asked: bool, timeout: float) -> str:
     sr.expect(not ray.is_initialized(), "Ray already initialised in this process; run in a fresh process")
     before = sr.child_processes()
     services = None
-    try:
-        # address="local" always starts a fresh local Ray, even when RAY_ADDRESS points at a cluster
-        services = get_services(
-            backend="ray",
-            ray_init_config={"address": "local", "num_cpus": 2, "include_dashboard": False, "log_to_driver": False},
-            namespace="torchrl_skill_smoke",
-        )
-        services.register("python_executor", PythonExecutorService, pool_size=1, timeout=timeout, num_cpus=1)
-        ray_children = {p: d for p, d in sr.child_processes().items() if p not in before}
-        sr.expect(ray_children, "no Ray child process found after register(): this Ray is not local, "
-                  "so the leftover check below would prove nothing")
-        names = services.list()
-        sr.expect(names == ["python_executor"], f"registry lists {names}")
-        out = ray.get(services["python_executor"].execute.remote(SNIPPET), timeout=60)
-        sr.expect(out["success"] and out["stdout"].strip() == "45", f"remote snippet result {out}")
-        services.reset()
-        sr.expect(services.list() == [], f"registry not empty after reset(): {services.list()}")
-    finally:
-        if services is not None:
-            services.shutdown(raise_on_error=False)
-        ray.shutdown()
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
+        os.makedirs(os.path.join(tmp, "workers"))
+        try:
+            with _ray_local.offline_env():
+                services = get_services(backend="ray", ray_init_config=local_ray_config(tmp), namespace="torchrl_skill_smoke")
+            services.register("python_executor", PythonExecutorService, pool_size=1, timeout=args.exec_timeout, num_cpus=1)
+            ray_children = {p: d for p, d in sr.child_processes().items() if p not in before}
+            sr.expect(ray_children, "no Ray child process found after register(): this Ray is not local, "
+                      "so the leftover check below would prove nothing")
+            names = services.list()
+            sr.expect(names == ["python_executor"], f"registry lists {names}")
+            actor = services["python_executor"]
+            out = ray.get(actor.execute.remote(SNIPPET), timeout=60)
+            sr.expect(out["success"] and out["stdout"].strip() == "45", f"remote snippet result {out}")
+            ray.get(actor.cleanup.remote(), timeout=60)  # reset() kills the actor: its files go first
+            services.reset()
+            sr.expect(services.list() == [], f"registry not empty after reset(): {services.list()}")
+            still_up = ray.is_initialized()  # reset() ends the service actors, not Ray
+        finally:
+            if services is not None:
+                services.shutdown(raise_on_error=False)
+            ray.shutdown()
+        left_files = sorted(p.name for p in Path(tmp, "workers").iterdir())
     left = sr.leftover_processes(before, grace=30.0)
     sr.expect(not left, f"Ray processes still alive after ray.shutdown(): {left}")
+    sr.expect(not left_files, f"temporary files left by the Ray worker: {left_files}")
+    sr.expect(not Path(tmp).exists(), f"Ray's temporary folder {tmp} could not be removed")
     return (
-        f"get_services('ray') served {sorted(names)}; remote stdout '45'; reset() emptied it; "
-        f"{len(ray_children)} Ray child process(es) seen while running, none left after ray.shutdown()"
+        f"get_services('ray') served {sorted(names)}; remote stdout '45'; reset() emptied it"
+        f"{' and left Ray running' if still_up else ''}; "
+        f"{len(ray_children)} Ray child process(es) seen while running, none left after ray.shutdown(); "
+        "no temporary file left"
     )
 
 
+CHECKS = [
+    sr.Check("services:direct-lifecycle", check_direct),
+    sr.Check("services:process-lifecycle", check_process),
+    sr.Check("services:python-executor", check_executor),
+    sr.Check("services:ray-registry", check_ray, flag="ray"),
+]
+
+
 def run_checks(args, report) -> None:
-    report.run("services:direct-lifecycle", check_direct)
-    report.run("services:process-lifecycle", check_process)
-    report.run("services:python-executor", lambda: check_executor(args.timeout))
-    report.run("services:ray-registry", lambda: check_ray(args.ray, args.timeout))
+    sr.run_declared(CHECKS, report, args=args)
 
 
 def main(argv=None):

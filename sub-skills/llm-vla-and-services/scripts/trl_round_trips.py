@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import skill_report as sr  # noqa: E402
 
 EXAMPLE = (
-    "python sub-skills/llm-vla-and-services/scripts/trl_round_trips.py --trl-sft --grpo-hf --steps 3\n"
-    "  python sub-skills/llm-vla-and-services/scripts/trl_round_trips.py --grpo-hf --steps 20 --log-dir runs"
+    "python $SKILL_DIR/sub-skills/llm-vla-and-services/scripts/trl_round_trips.py --trl-sft --grpo-hf --steps 3\n"
+    "  python $SKILL_DIR/sub-skills/llm-vla-and-services/scripts/trl_round_trips.py --grpo-hf --steps 20 --log-dir runs"
 )
 PROMPTS = ["2+2=", "3+1=", "say hi", "abc", "7-2=", "name a color"]
 
@@ -142,8 +142,6 @@ def trl_sft_from_buffer(steps: int = 3, out_dir: str | None = None) -> dict:
 
 
 def check_trl_sft(args) -> str:
-    if not args.trl_sft:
-        raise sr.CheckSkipped("not asked for (pass --trl-sft)")
     sr.optional_backend("trl", install="pip install trl==1.16.0")
     res = trl_sft_from_buffer(steps=args.steps)
     sr.expect(res["steps"] == args.steps, f"trainer ran {res['steps']} steps, asked {args.steps}")
@@ -273,8 +271,6 @@ def grpo_with_hf_reward(steps: int = 3, group_size: int = 4, prompts_per_step: i
 
 
 def check_grpo_hf(args) -> str:
-    if not args.grpo_hf:
-        raise sr.CheckSkipped("not asked for (pass --grpo-hf)")
     sr.optional_backend("datasets")
     res = grpo_with_hf_reward(steps=args.steps, log_dir=args.log_dir)
     sr.expect(len(res["losses"]) == args.steps and all(x == x for x in res["losses"]), f"losses {res['losses']}")
@@ -288,10 +284,15 @@ def check_grpo_hf(args) -> str:
     )
 
 
+CHECKS = [
+    sr.Check("trl:buffer-records", check_buffer_records),
+    sr.Check("trl:sft-trainer-on-torchrl-buffer", check_trl_sft, flag="trl_sft"),
+    sr.Check("trl:torchrl-grpo-hf-reward", check_grpo_hf, flag="grpo_hf"),
+]
+
+
 def run_checks(args, report) -> None:
-    report.run("trl:buffer-records", check_buffer_records)
-    report.run("trl:sft-trainer-on-torchrl-buffer", lambda: check_trl_sft(args))
-    report.run("trl:torchrl-grpo-hf-reward", lambda: check_grpo_hf(args))
+    sr.run_declared(CHECKS, report, args=args)
 
 
 def main(argv=None):

@@ -1,38 +1,33 @@
 """Both TRL round trips run for real on CPU (tiny Qwen2 models from configs, offline)."""
 
-import importlib
-import sys
-from pathlib import Path
-
 import pytest
+from conftest import load_module
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "sub-skills" / "llm-vla-and-services" / "scripts"))
-trt = importlib.import_module("trl_round_trips")
-sr = importlib.import_module("skill_report")
+trl_round_trips = load_module("llm-vla-and-services/trl_round_trips")
+post_training_metrics = load_module("llm-vla-and-services/post_training_metrics")
 
 
 def test_buffer_records_round_trip():
-    assert "identical" in trt.check_buffer_records()
+    assert "identical" in trl_round_trips.check_buffer_records()
 
 
 @pytest.mark.slow
 def test_real_trl_sft_trainer_samples_from_torchrl_buffer():
     pytest.importorskip("trl")
-    res = trt.trl_sft_from_buffer(steps=2)
+    res = trl_round_trips.trl_sft_from_buffer(steps=2)
     # Which path ran: the real trl trainer, not a plain transformers loop.
     assert res["backend"] == "trl.SFTTrainer"
     assert res["steps"] == 2 and len(res["losses"]) == 2
-    assert len(res["sampled"]) >= 4 and set(res["sampled"]) <= set(trt.PROMPTS)
+    assert len(res["sampled"]) >= 4 and set(res["sampled"]) <= set(trl_round_trips.PROMPTS)
     assert res["weights_changed"]
 
 
 @pytest.mark.slow
 def test_torchrl_grpo_with_hf_reward_model(tmp_path):
     pytest.importorskip("datasets")
-    res = trt.grpo_with_hf_reward(steps=2, log_dir=tmp_path)
+    res = trl_round_trips.grpo_with_hf_reward(steps=2, log_dir=tmp_path)
     assert len(res["losses"]) == 2 and all(x == x for x in res["losses"])
     m = res["metrics"]
     assert m["kl/k3_mean"] >= 0.0 and "loss/loss_kl_to_ref" in m
-    steps, _ = importlib.import_module("post_training_metrics").read_csv_run(res["csv_dir"], "reward/seq_mean")
+    steps, _ = post_training_metrics.read_csv_run(res["csv_dir"], "reward/seq_mean")
     assert steps == [0, 1]
