@@ -10,6 +10,8 @@ a differentiable loss_objective; SFTLoss key contract; ClipPPOLoss for compariso
 Each check function takes the object it checks, so a broken buffer, batch or loss can be
 passed in (the tests do). --hf reruns the GRPO contract and checks the generation output
 keys with a tiny Qwen2 model built from a config (transformers, nothing downloaded).
+One file of ~450 lines on purpose: the three contracts share the builders (token rows,
+scoring policy, GRPO batch) that the tests reuse to pass broken objects in.
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ metrics on a fixed synthetic batch, checks them against hand-computed values, lo
 through CSVLogger and reads them back; --plot writes a reward/KL-over-steps PNG from a
 logged CSV run (--csv-dir, or a short synthetic run; needs matplotlib). --csv-dir without
 --plot, or naming a folder that is not a CSVLogger experiment (no scalars/), exits 2.
+One file of ~420 lines on purpose: it is also the importable library (compute_metrics,
+MetricsLogger) that user loops copy as one file.
 """
 
 from __future__ import annotations
