@@ -124,7 +124,16 @@ def _signature(obj) -> inspect.Signature:
             if overloads:
                 first = inspect.signature(overloads[0])
                 sig = _drop_self(first) if isinstance(obj, type) else first
-    return sig
+    return _without_ray_tracing(sig)
+
+
+def _without_ray_tracing(sig: inspect.Signature) -> inspect.Signature:
+    """The signature less ``_ray_trace_ctx``: once a class is wrapped by ``ray.remote`` (a
+    Ray-backed buffer or collector built anywhere in the process), Ray rewrites the
+    ``__signature__`` of its methods in place to add that keyword (ray/util/tracing/
+    tracing_helper.py, ``_inject_tracing_into_class``); callers never pass it."""
+    params = [p for p in sig.parameters.values() if p.name != "_ray_trace_ctx"]
+    return sig if len(params) == len(sig.parameters) else sig.replace(parameters=params)
 
 
 def _ordered(params: list) -> list:
