@@ -8,12 +8,15 @@ tests/test_contract_negative.py runs them on a broken script to show they can fa
 from __future__ import annotations
 
 import ast
+import contextlib
+import io
 import json
+import os
 import tempfile
 from pathlib import Path
 
 import jsonschema
-from conftest import BUNDLE, run_python, script_id
+from conftest import BUNDLE, load_module, run_python, script_id
 
 SCHEMA = json.loads((BUNDLE / "scripts" / "report.schema.json").read_text())
 HIDE_TORCHRL = (
@@ -82,20 +85,44 @@ def check_json_run(script: Path, extra_args: tuple = ()) -> list[str]:
     return problems
 
 
+def _text_run_problems(code: int, stdout: str, left: list[str]) -> list[str]:
+    problems = [f"left files in its working directory: {left}"] if left else []
+    if code != 0:
+        problems.append(f"default run exited {code}: {stdout[-2000:]}")
+    rows = [ln for ln in stdout.splitlines() if ln.split(" ")[0] in ("PASS", "FAIL", "SKIP", "MISSING")]
+    if not rows:
+        problems.append("no PASS/FAIL/SKIP/MISSING rows on stdout")
+    last = stdout.strip().splitlines()[-1] if stdout.strip() else ""
+    if not (last.startswith(("OK: ", "FAILED: ")) and " fail, " in last):
+        problems.append(f"last line is not the summary: {last!r}")
+    return problems
+
+
 def check_text_run(script: Path, extra_args: tuple = ()) -> list[str]:
     with tempfile.TemporaryDirectory() as cwd:
         proc = run_python([str(script), *extra_args], cwd=Path(cwd))
         left = [p.name for p in Path(cwd).iterdir()]
-    problems = [f"left files in its working directory: {left}"] if left else []
-    if proc.returncode != 0:
-        problems.append(f"default run exited {proc.returncode}: {proc.stdout[-2000:]} {proc.stderr[-1500:]}")
-    rows = [ln for ln in proc.stdout.splitlines() if ln.split(" ")[0] in ("PASS", "FAIL", "SKIP", "MISSING")]
-    if not rows:
-        problems.append("no PASS/FAIL/SKIP/MISSING rows on stdout")
-    last = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
-    if not (last.startswith(("OK: ", "FAILED: ")) and " fail, " in last):
-        problems.append(f"last line is not the summary: {last!r}")
-    return problems
+    problems = _text_run_problems(proc.returncode, proc.stdout, left)
+    return problems + ([f"stderr: {proc.stderr[-1500:]}"] if proc.returncode != 0 else [])
+
+
+def check_text_run_in_process(script: Path) -> list[str]:
+    """:func:`check_text_run` through the script's ``main([])`` in this interpreter, from an
+    empty working directory: the same rows, summary, exit code and leftovers, without the
+    ~5 s torchrl import of a fresh process (the fresh-process run is :func:`check_json_run`)."""
+    module = load_module(script)
+    out, here = io.StringIO(), os.getcwd()
+    with tempfile.TemporaryDirectory() as cwd:
+        os.chdir(cwd)
+        try:
+            with contextlib.redirect_stdout(out):
+                code = module.main([])
+        except BaseException as err:  # noqa: BLE001 - reported as the problem it is
+            return [f"main([]) raised {type(err).__name__}: {err}"]
+        finally:
+            os.chdir(here)
+        left = [p.name for p in Path(cwd).iterdir()]
+    return _text_run_problems(code, out.getvalue(), left)
 
 
 def check_no_bare_assert(script: Path) -> list[str]:

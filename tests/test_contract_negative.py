@@ -157,3 +157,8 @@ def test_api_change_row_that_still_exists_is_rejected(monkeypatch):
 )
 def test_script_checks_reject_bad_script(check, needle):
     assert needle in joined(check(FIX / "bad_script.py"))
+
+
+def test_in_process_text_run_rejects_bad_main():
+    text = joined(sc.check_text_run_in_process(FIX / "bad_main.py"))
+    assert "left files" in text and "exited 1" in text and "last line is not the summary" in text

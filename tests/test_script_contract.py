@@ -14,11 +14,6 @@ import scriptcheck as sc
 from conftest import SCRIPTS, script_id
 
 
-# The all-checks runner runs every script; its full run is tested once, in
-# tests/test_run_all_checks.py, so the generic runs here narrow it to the root area.
-EXTRA_ARGS = {"run_all_checks.py": ("--only", "root")}
-
-
 def test_scripts_discovered():
     assert {"check_torchrl_env.py", "run_all_checks.py"} <= {p.name for p in SCRIPTS}
 
@@ -43,16 +38,17 @@ def test_missing_torchrl_exits_2_with_one_line(script: Path):
     assert sc.check_missing_torchrl(script) == []
 
 
-# run_all_checks.py's --json run is test_run_all_checks.py::test_full_run_covers_every_script_and_passes
-# (the same checks and more); running every check twice more would cost the suite ~15 s.
-JSON_RUN_SCRIPTS = [s for s in SCRIPTS if s.name != "run_all_checks.py"]
+# The all-checks runner runs every script: its --json run is
+# test_run_all_checks.py::test_full_run_covers_every_script_and_passes and its text run
+# test_only_narrows_to_one_area_in_text_mode; running every check again here costs ~30 s.
+CHECK_SCRIPTS = [s for s in SCRIPTS if s.name != "run_all_checks.py"]
 
 
-@pytest.mark.parametrize("script", JSON_RUN_SCRIPTS, ids=script_id)
+@pytest.mark.parametrize("script", CHECK_SCRIPTS, ids=script_id)
 def test_json_run_passes_and_validates(script: Path):
-    assert sc.check_json_run(script, EXTRA_ARGS.get(script.name, ())) == []
+    assert sc.check_json_run(script) == []
 
 
-@pytest.mark.parametrize("script", SCRIPTS, ids=script_id)
+@pytest.mark.parametrize("script", CHECK_SCRIPTS, ids=script_id)
 def test_default_run_passes_with_one_row_per_check(script: Path):
-    assert sc.check_text_run(script, EXTRA_ARGS.get(script.name, ())) == []
+    assert sc.check_text_run_in_process(script) == []
