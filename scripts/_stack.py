@@ -107,13 +107,21 @@ def _missing_requirement(err: BaseException) -> str | None:
 
 
 def plain_torchrl_logs() -> None:
-    """Drop the ANSI colour codes of torchrl's log lines when they go to a file or pipe.
+    """Quiet and plain torchrl log lines while a check runs.
 
-    torchrl/_utils.py (0.14.1) formats every record with green escape codes whatever the
-    stream; in a redirected log they show as ``[92m``. A terminal keeps its colours."""
+    torchrl/_utils.py (0.14.1) logs at INFO by default ("check_env_specs succeeded!",
+    "Initialized LazyTensorStorage ..."), lines that land between a script's report rows;
+    the level drops to WARNING unless the user set RL_LOGGING_LEVEL (torchrl's own switch).
+    It also formats every record with green escape codes whatever the stream; in a
+    redirected log they show as ``[92m``, so they are dropped there (a terminal keeps them)."""
     import logging
 
-    for handler in logging.getLogger("torchrl").handlers:
+    logger = logging.getLogger("torchrl")
+    if "RL_LOGGING_LEVEL" not in os.environ:
+        logger.setLevel(logging.WARNING)
+        for handler in logger.handlers:
+            handler.setLevel(logging.WARNING)
+    for handler in logger.handlers:
         stream = getattr(handler, "stream", None)
         if stream is not None and not (hasattr(stream, "isatty") and stream.isatty()):
             handler.setFormatter(logging.Formatter("%(asctime)s [%(name)s][%(levelname)s] %(message)s"))

@@ -107,6 +107,7 @@ def probe_stack() -> dict:
             import torchrl  # noqa: F401
     except Exception as err:
         sr.cannot_run(f"import torchrl failed: {sr.first_line(err)}", f"install matching releases: pip install {pins}")
+    sr.plain_torchrl_logs()  # the probes build small objects; their INFO lines are noise here
     return versions
 
 

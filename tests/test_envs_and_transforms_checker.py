@@ -60,6 +60,7 @@ BROKEN = [
     ("time_limit_terminated", "env:time-limit-as-truncation", "time-limit-as-terminated"),
     ("global_rng_reseed", "env:seed-global-rng", "env-reseeds-global-rng"),
     ("unseeded_rng", "env:seed-reproducible", "env-rng-not-seeded"),
+    ("transform_overwrites_state", "env:transform-keeps-env-state", "transform-overwrites-env-state"),
 ]
 
 
@@ -75,7 +76,7 @@ def test_checker_names_cause(name, check, cause):
 
 
 FIXED = [None, "good_env", "gym_wrapper_same_step", "random_terminal", "newcomer_reach_fixed", "call_only_transform_fixed",
-         "action_mask_multicategorical_fixed", "batched_own_seeds", "transformed_pendulum"]
+         "action_mask_multicategorical_fixed", "batched_own_seeds", "transformed_pendulum", "transform_overwrites_state_fixed"]
 
 
 @pytest.mark.parametrize("target", FIXED)
@@ -301,6 +302,7 @@ ORDER = [
     "target:static-main-guard", "target:build", "env:root-spec-shapes", "env:gym-vector-autoreset",
     "env:reset-output", "env:batched-seeds", "env:check_env_specs", "env:rollout-next-keys-in-spec", "env:batched-input",
     "env:seed-reproducible", "env:seed-global-rng", "env:time-limit-as-truncation", "env:transforms",
+    "env:transform-keeps-env-state",
 ]
 
 
@@ -488,3 +490,87 @@ def test_rollout_detail_explains_break_when_any_done():
     status, detail = st["env:rollout-next-keys-in-spec"]
     assert status == "pass" and "rollout batch [60]" in detail
     assert "break_when_any_done=False" in detail and "49" in detail and "break_when_any_done=True" in detail
+
+
+def _pendulum_rollout(env, steps: int = 5):
+    """``("next", "th")`` and ``("next", "thdot")`` of a seeded rollout with the torque held at 0.5."""
+    import torch
+
+    torch.manual_seed(0)
+    env.set_seed(0)
+    td = env.rollout(steps, lambda td: td.set("action", torch.full((*td.batch_size, 1), 0.5)), break_when_any_done=False)
+    return td["next", "th"], td["next", "thdot"]
+
+
+def test_transform_rewriting_env_state_changes_the_dynamics():
+    """PendulumEnv._step reads th/thdot from its input: a transform rescaling them in place
+    (no _inv_call) makes the pendulum follow other dynamics, with no error; the same scaling
+    on new keys, or undone by in_keys_inv, leaves them as they were. The checker measures it
+    by stepping the base env from the state it returned and from the rewritten one."""
+    import torch
+    from torchrl.envs import GymEnv, ObservationNorm, PendulumEnv, TransformedEnv, VecNormV2
+    from transform_overwrites_state import ScaleObs
+    from transform_overwrites_state_fixed import ScaleObsToNewKeys
+
+    th, thdot = _pendulum_rollout(PendulumEnv())
+    scaled_th, scaled_thdot = _pendulum_rollout(TransformedEnv(PendulumEnv(), ScaleObs()))
+    assert not torch.allclose(scaled_th * torch.pi, th) and not torch.allclose(scaled_thdot * 8.0, thdot)  # other dynamics
+    assert all(torch.allclose(a, b) for a, b in zip(_pendulum_rollout(TransformedEnv(PendulumEnv(), ScaleObsToNewKeys())), (th, thdot)))
+    undone = TransformedEnv(PendulumEnv(), ObservationNorm(loc=0.0, scale=2.0, in_keys=["thdot"], in_keys_inv=["thdot"]))
+    _, norm_thdot = _pendulum_rollout(undone)
+    assert torch.allclose(norm_thdot, thdot * 2.0, atol=1e-5)  # rewritten in the output, undone on the way in
+
+    in_place = [(TransformedEnv(PendulumEnv(), ScaleObs()), "ScaleObs", "['th', 'thdot']"),
+                (TransformedEnv(PendulumEnv(), ObservationNorm(loc=0.0, scale=2.0, in_keys=["thdot"])), "ObservationNorm", "['thdot']"),
+                # the transformed_pendulum fixture before this check: VecNormV2 normalizing thdot in place
+                (TransformedEnv(PendulumEnv(), VecNormV2(in_keys=["thdot"], decay=0.99)), "VecNormV2", "['thdot']"),
+                (build("transform_overwrites_state"), "ScaleObs", "['th', 'thdot']")]
+    for env, writer, keys in in_place:
+        with pytest.raises(checker.EnvFault) as info:
+            checker.check_transform_state(env)
+        assert info.value.cause_id == "transform-overwrites-env-state", str(info.value)
+        assert f"{writer} rewrote {keys} and" in str(info.value) and "differs in 'th" in str(info.value), str(info.value)
+    assert "gets its state keys back" in checker.check_transform_state(undone)
+    assert "gets its state keys back" in checker.check_transform_state(build("transform_overwrites_state_fixed"))
+    # a stateful env (the gymnasium env keeps CartPole's state) ignores the observation it is handed
+    gym = TransformedEnv(GymEnv("CartPole-v1"), ObservationNorm(loc=1.0, scale=2.0, in_keys=["observation"]))
+    try:
+        assert "rewrite ['observation']; GymEnv._step from the state it returned gives the same step" in checker.check_transform_state(gym)
+    finally:
+        gym.close()
+
+
+def test_transform_state_check_skips_with_its_reason():
+    """No TransformedEnv: nothing to probe. A base env whose _step gives two outputs for one
+    input (a counter kept inside it): no verdict, said so."""
+    import torch
+    from _envs_fixture_base import SixFeatureEnv
+    from torchrl.envs import ObservationNorm, TransformedEnv
+
+    with pytest.raises(sr.CheckSkipped, match="not a TransformedEnv"):
+        checker.check_transform_state(build("good_env"))
+
+    class Counting(SixFeatureEnv):
+        def _step(self, tensordict):
+            self.calls = getattr(self, "calls", 0) + 1
+            out = super()._step(tensordict)
+            out["observation"] = tensordict["observation"] + self.calls
+            return out
+
+    env = TransformedEnv(Counting(), ObservationNorm(loc=0.0, scale=torch.tensor(2.0), in_keys=["observation"]))
+    with pytest.raises(sr.CheckSkipped, match=r"Counting._step gives two outputs for one input"):
+        checker.check_transform_state(env)
+
+
+def test_class_target_is_called_with_no_arguments(tmp_path):
+    """TARGET may name an EnvBase subclass (file.py:ReachEnv); it is called with no
+    arguments like a factory. A class that needs arguments fails target:build saying so."""
+    code, st = run_checker(f"{ENV_FIXTURES / 'newcomer_reach_fixed.py'}:ReachEnv")
+    assert code == 0 and st["target:build"] == ("pass", "newcomer_reach_fixed.py:ReachEnv -> ReachEnv, batch_size []"), st
+    assert st["env:transform-keeps-env-state"][0] == "skip"
+    (tmp_path / "needs_args.py").write_text(
+        "import sys\nsys.path.insert(0, %r)\nfrom newcomer_reach_fixed import ReachEnv\n\n\n"
+        "class Sized(ReachEnv):\n    def __init__(self, size):\n        super().__init__()\n" % str(ENV_FIXTURES))
+    code, st = run_checker(f"{tmp_path / 'needs_args.py'}:Sized")
+    status, detail = st["target:build"]
+    assert code == 1 and status == "fail" and "missing 1 required positional argument: 'size'" in detail, detail

@@ -294,6 +294,41 @@ def fixed_terminal_length(episodes: list[tuple[int, bool, bool]]) -> int | None:
     return None
 
 
+def step_against_specs(env, td) -> tuple[int, list, list[str]]:
+    """``(number of spec leaves, missing ("next", key)s, problems)`` of one step's output
+    ``td`` against every observation, reward and done leaf spec of ``env``: a dtype, a
+    shape, or values outside the leaf's bounds (``spec.is_in``)."""
+    have, missing, problems = set(td.keys(True, True)), [], []
+    leaves = [kv for spec in (env.full_observation_spec, env.full_reward_spec, env.full_done_spec) for kv in spec.items(True, True)]
+    for key, leaf in leaves:
+        nkey = ("next", *key) if isinstance(key, tuple) else ("next", key)
+        if nkey not in have:
+            missing.append(nkey)
+            continue
+        value = td.get(nkey)
+        if value.dtype != leaf.dtype:
+            problems.append(f"{nkey} dtype {value.dtype} vs spec {leaf.dtype}")
+        elif value.shape != leaf.shape:
+            problems.append(f"{nkey} shape {tuple(value.shape)} vs spec {tuple(leaf.shape)}")
+        elif not leaf.is_in(value):
+            problems.append(f"{nkey} values outside the spec's bounds")
+    return len(leaves), missing, problems
+
+
+def seeded_rollout(env, seed: int, steps: int) -> list:
+    """The float values of every spec'd observation, reward and done key under "next" of
+    ``env.rollout(steps, break_when_any_done=False)`` after ``torch.manual_seed(seed)`` and
+    ``env.set_seed(seed)``, in spec order ([] when the rollout holds none of them)."""
+    import torch
+
+    torch.manual_seed(seed)
+    env.set_seed(seed)
+    td = env.rollout(steps, break_when_any_done=False)
+    keys = [(k if isinstance(k, tuple) else (k,)) for k in [*env.full_observation_spec.keys(True, True), *env.reward_keys, *env.done_keys]]
+    have = set(td.keys(True, True))  # a LazyStackedTensorDict's keys view misses nested keys on `in`
+    return [td.get(("next", *k)).float() for k in keys if ("next", *k) in have]
+
+
 def spec_of(env, key):
     """The observation, reward or done leaf spec of ``key``, or None."""
     for full in (env.full_observation_spec, env.full_reward_spec, env.full_done_spec):

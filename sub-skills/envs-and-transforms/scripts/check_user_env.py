@@ -1,22 +1,23 @@
 """Check a user's TorchRL env and name the cause and fix of each fault found.
-TARGET is path/to/file.py:factory or package.module:factory (found from the current
-folder); the factory is called with no arguments and returns an EnvBase (TransformedEnv,
-SerialEnv, GymEnv count). No TARGET: the bundled known-good example env. Checks, in order:
-a static scan for worker processes started at import time (no `if __name__ ==
-"__main__":`), building the env, root spec shapes vs batch_size, a gymnasium vector env in
-NEXT_STEP autoreset mode, the reset output (no reward, every observation key, transforms
-applied, action masks that fit), batched copies that share one seed, check_env_specs, a
-rollout compared key by key with the specs under "next", a batched input, same seed ->
-same rollout, env.set_seed leaving torch's global RNG alone, terminated used as a time
-limit, and the transforms named by --expect-transform. A failing check prints
+
+TARGET is path/to/file.py:NAME or package.module:NAME (found from the current folder):
+NAME is a factory function or an EnvBase subclass, called with no arguments to get the env
+(an EnvBase: TransformedEnv, SerialEnv, GymEnv count). No TARGET: the bundled known-good
+example env. Checks, in order: a static scan for worker processes started at import time
+(no `if __name__ == "__main__":`), building the env, root spec shapes vs batch_size, a
+gymnasium vector env in NEXT_STEP autoreset mode, the reset output (no reward, every
+observation key, transforms applied, action masks that fit), batched copies that share
+one seed, check_env_specs, a rollout compared key by key with the specs under "next", a
+batched input, same seed -> same rollout, env.set_seed leaving torch's global RNG alone,
+terminated used as a time limit, the transforms named by --expect-transform, and no
+transform rewriting a state key that the env's _step reads back. A failing check prints
 [cause-id] (an entry of the troubleshooting page), the cause and the fix; a fault of the
 reset output is reported as the root cause of the failures it triggers later. Each check
 runs at most --timeout seconds.
 
 Testing seams (used by the tests): EnvFault, diagnosed, diagnose, unguarded_process_starts,
-gym_vector_autoreset, transforms_skipping_reset, expected_mask_shape,
-global_rng_after_set_seed, fixed_terminal_length, CHECKS and the check_* functions.
-"""
+gym_vector_autoreset, transforms_skipping_reset, expected_mask_shape, global_rng_after_set_seed,
+fixed_terminal_length, transform_state_changes, restored_step_gaps, CHECKS and the check_* functions."""
 
 from __future__ import annotations
 
@@ -31,9 +32,10 @@ import skill_report as sr  # noqa: E402
 from _env_causes import ROOT_CAUSES, EnvFault, diagnose, diagnosed, fault_from  # noqa: E402,F401
 from _env_probes import (  # noqa: E402,F401
     action_mask_mismatch, base_env, copies_identical, done_note, episodes_from_rollout, expected_mask_shape,
-    fixed_terminal_length, global_rng_after_set_seed, gym_vector_autoreset, root_spec_shapes, spec_of, transform_chain,
-    transforms_skipping_reset, unguarded_process_starts,
+    fixed_terminal_length, global_rng_after_set_seed, gym_vector_autoreset, root_spec_shapes, seeded_rollout, spec_of,
+    step_against_specs, transform_chain, transforms_skipping_reset, unguarded_process_starts,
 )
+from _transform_state import restored_step_gaps, rewritten_state, transform_state_changes  # noqa: E402,F401
 
 DEFAULT_TARGET = f"{Path(__file__).resolve().parent / '_example_env.py'}:make_env"
 EXAMPLE = (
@@ -45,7 +47,8 @@ EXAMPLE = (
 def build_parser():
     parser = sr.make_parser(__doc__, EXAMPLE)
     parser.add_argument("target", nargs="?", default=None,
-                        help="path/to/file.py:factory or package.module:factory (default: the bundled example env)")
+                        help="path/to/file.py:NAME or package.module:NAME, NAME a no-argument factory or EnvBase subclass "
+                             "(default: the bundled example env)")
     parser.add_argument("--steps", type=sr.int_at_least(1), default=5, help="rollout length (default: 5)")
     parser.add_argument("--time-limit-steps", type=sr.int_at_least(4), default=300, metavar="N",
                         help="rollout length of the time-limit check; give more than twice the env's step limit (default: 300)")
@@ -56,11 +59,9 @@ def build_parser():
 
 
 def _close(env) -> None:
-    try:
+    with contextlib.suppress(Exception):  # closing a half-built env must not hide the diagnosis
         if not env.is_closed:
             env.close()
-    except Exception:  # closing a half-built env must not hide the diagnosis
-        pass
 
 
 def check_static(target):
@@ -213,20 +214,8 @@ def check_rollout(env, steps):
         exclusive = set().union(*(set(sub.keys(True, True)) ^ td_keys for sub in td.tensordicts))
         if any(k in env.reward_keys for k in exclusive):
             raise EnvFault("reward-emitted-from-reset", f"rollout is a lazy stack with exclusive keys {sorted(map(str, exclusive))}")
-    first_keys, problems, missing = set(first.keys(True, True)), [], []
-    leaves = [kv for spec in (env.full_observation_spec, env.full_reward_spec, env.full_done_spec) for kv in spec.items(True, True)]
-    for key, leaf in leaves:
-        nkey = sr.next_key(key)
-        if nkey not in first_keys:
-            missing.append(nkey)
-            continue
-        value = first.get(nkey)
-        if value.dtype != leaf.dtype:
-            problems.append(f"{nkey} dtype {value.dtype} vs spec {leaf.dtype}")
-        elif value.shape != leaf.shape:
-            problems.append(f"{nkey} shape {tuple(value.shape)} vs spec {tuple(leaf.shape)}")
-        elif not leaf.is_in(value):
-            problems.append(f"{nkey} values outside the spec's bounds")
+    first_keys = set(first.keys(True, True))
+    n_leaves, missing, problems = step_against_specs(env, first)
     if missing:
         raise EnvFault("key-missing-under-next", f"env.step output lacks {missing}")
     if problems:
@@ -241,7 +230,7 @@ def check_rollout(env, steps):
     if outside:
         raise EnvFault("value-outside-spec", f"rollout values outside the spec for {outside}")
     sr.expect(td.batch_size == torch.Size([*env.batch_size, steps]), f"rollout batch {list(td.batch_size)}")
-    return f"rollout batch {list(td.batch_size)}: {len(leaves)} spec keys present under 'next', dtype/shape/bounds in spec; {done_note(env, td, steps)}"
+    return f"rollout batch {list(td.batch_size)}: {n_leaves} spec keys present under 'next', dtype/shape/bounds in spec; {done_note(env, td, steps)}"
 
 
 def _step_batched(env) -> str:
@@ -282,31 +271,19 @@ def check_batched_input(env):
                 f"with tensordicts of shape env.batch_size {list(env.batch_size)}")
 
 
-def _rollout_values(env, seed: int, steps: int):
-    import torch
-
-    torch.manual_seed(seed)
-    env.set_seed(seed)
-    td = env.rollout(steps, break_when_any_done=False)
-    keys = [sr.next_key(k) for k in [*env.full_observation_spec.keys(True, True), *env.reward_keys, *env.done_keys]]
-    have = set(td.keys(True, True))  # a LazyStackedTensorDict's keys view misses nested keys on `in`
-    present = [td.get(k).float() for k in keys if k in have]
-    sr.expect(bool(present), "the rollout holds none of the spec'd observation, reward or done keys under 'next'")
-    return present
-
-
 @follows_reset
 def check_seed(env, steps):
     import torch
 
-    a, b = _rollout_values(env, 0, steps), _rollout_values(env, 0, steps)
+    a, b = seeded_rollout(env, 0, steps), seeded_rollout(env, 0, steps)
+    sr.expect(bool(a), "the rollout holds none of the spec'd observation, reward or done keys under 'next'")
     if not all(torch.equal(x, y) for x, y in zip(a, b)):
         base = base_env(env)
-        if base is env or not all(torch.equal(x, y) for x, y in zip(_rollout_values(base, 0, steps), _rollout_values(base, 0, steps))):
+        if base is env or not all(torch.equal(x, y) for x, y in zip(seeded_rollout(base, 0, steps), seeded_rollout(base, 0, steps))):
             raise EnvFault("env-rng-not-seeded", "two rollouts after env.set_seed(0) and torch.manual_seed(0) differ")
         return (f"the base env {type(base).__name__} gives identical rollouts after set_seed(0); the transformed ones differ "
                 "because a transform keeps state across rollouts (running statistics such as VecNorm's)")
-    c = _rollout_values(env, 1, steps)
+    c = seeded_rollout(env, 1, steps)
     differs = not all(torch.equal(x, y) for x, y in zip(a, c))
     note = "seeds 0 and 1 give different rollouts" if differs else (
         "seeds 0 and 1 give identical observations (deterministic env, or _set_seed ignores the seed)")
@@ -366,6 +343,23 @@ def check_transforms(env, expected_transforms):
     return f"transforms attached in order: {names}"
 
 
+@follows_reset
+def check_transform_state(env):
+    """No transform may rewrite, in place, a state key that the base env's _step reads back:
+    measured by stepping the base env from the state it returned and from the rewritten one."""
+    base = base_env(env)
+    if base is env:
+        raise sr.CheckSkipped("not a TransformedEnv: no transform stands between the env's output and its next step"
+                              + (" (transforms inside the sub-envs of a batched env are not probed)" if env.batch_size else ""))
+    changed, finding, name = *rewritten_state(env), type(base).__name__
+    if finding:
+        shown = ", ".join(f"{k!r} by {v:.3g}" for k, v in sorted(finding["gaps"].items(), key=lambda kv: -kv[1])[:3])
+        raise EnvFault("transform-overwrites-env-state", f"{', '.join(finding['writers']) or 'a transform'} rewrote {finding['read']} "
+                       f"and {name}._step reads them back: one step from the state it returned vs the rewritten one differs in {shown}")
+    return (f"the transforms rewrite {changed}; {name}._step from the state it returned gives the same step (it does not read them)"
+            if changed else f"{name}._step gets its state keys back as it returned them (no transform rewrites them, or _inv_call undoes it)")
+
+
 CHECKS = [
     sr.Check("target:static-main-guard", check_static, gives="guarded"),
     sr.Check("target:build", check_build, gives="env"),
@@ -380,6 +374,7 @@ CHECKS = [
     sr.Check("env:seed-global-rng", check_global_rng),
     sr.Check("env:time-limit-as-truncation", check_time_limit),
     sr.Check("env:transforms", check_transforms),
+    sr.Check("env:transform-keeps-env-state", check_transform_state),
 ]
 
 
