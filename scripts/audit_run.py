@@ -5,8 +5,9 @@ file.py:function / package.module:function called with no arguments. It runs in 
 process whose torchrl and torch are instrumented before the target's imports run; the run
 stops at --seconds (default 60), at --max-frames collected frames, or when the target
 ends. Each detector prints one row: PASS with what it measured, FAIL with the evidence,
-the cause and the fix, SKIP when the component is not used; two info rows give the
-update-to-data ratio and the frames per second. The target's stdout/stderr go to a log
+the cause and the fix, SKIP when the component is not used (or "not measured" when the
+auditor's own probe raised on it); info rows (never a fault) give the update-to-data ratio,
+the frames per second and observation features of very different scales. The target's stdout/stderr go to a log
 (--log FILE keeps a copy); nothing is written in your project. Multi-process collectors
 and ParallelEnv workers are not instrumented: the run row says which detectors saw only
 the main process. Without TARGET it audits the bundled known-good example
@@ -23,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import importlib  # noqa: E402
 
 import skill_report as sr  # noqa: E402
-from _audit import DETECTORS  # noqa: E402
+from _audit import DETECTORS, INFO  # noqa: E402
 
 EXAMPLE = (
     "python $SKILL_DIR/scripts/audit_run.py train.py --max-frames 2000 -- --lr 3e-4\n"
@@ -31,6 +32,7 @@ EXAMPLE = (
 )
 DEFAULT_TARGET = sr.BUNDLE_ROOT / "sub-skills" / "development-and-testing" / "assets" / "modern_example.py"
 MODULES = [importlib.import_module(f"_audit.{name}") for name in DETECTORS]
+INFO_MODULES = [importlib.import_module(f"_audit.{name}") for name in INFO]
 WORKER_BLIND = "transforms, vector-autoreset and identical-workers (first resets) saw only the main process"
 
 
@@ -102,8 +104,10 @@ def check_run(args):
     notes = [f"built {', '.join(meta['built'][:3])}"]
     if meta["workers"]:
         notes.append(f"not instrumented: workers of {', '.join(meta['workers'])} ({WORKER_BLIND})")
-    if meta["probe_errors"]:
-        notes.append(f"probe errors (detectors may under-report): {'; '.join(f'{k}: {v}' for k, v in list(meta['probe_errors'].items())[:3])}")
+    owned = {m.__name__ for m in MODULES + INFO_MODULES}
+    stray = {k: v for k, v in meta["probe_errors"].items() if k.rpartition(":")[2] not in owned}
+    if stray:  # errors of a detector's own probes are shown in that detector's row
+        notes.append(f"auditor probe errors (rows may under-report): {'; '.join(f'{k}: {v}' for k, v in list(stray.items())[:3])}")
     detail = (f"{target.label}: {meta.get('elapsed_s', 0):.1f} s, {meta['frames']} frames, {meta['optimizer_steps']} optimizer steps, "
               f"{observed['outcome']['lines']} output lines; " + "; ".join(notes))
     return sr.Passed(detail, observed)
@@ -123,17 +127,39 @@ def check_exit(observed):
     if how == "stuck":
         raise sr.CheckFailed(f"no collection or optimizer step past the {out['seconds']:g} s budget; stopped at {end.get('site')}: "
                              "a wait that never returns (a worker that died, a queue read without timeout); fix that line, or raise --seconds if it was only slow")
-    if how == "finished" and out["leftovers"]:
-        raise sr.CheckFailed(f"finished but left {len(out['leftovers'])} processes running ({', '.join(out['leftovers'][:4])}; stopped by the auditor); "
-                             "fix: call collector.shutdown() and env.close() in a finally block")
+    left = out["leftovers"] or end.get("workers_alive", [])
+    if how == "finished" and left:
+        raise sr.CheckFailed(f"finished but left {len(left)} processes running ({', '.join(left[:4])}; stopped by the auditor): "
+                             "a plain run waits for them at exit; fix: call collector.shutdown() and env.close() in a finally block")
     if how == "budget":
         return f"stopped at the budget ({end.get('reason')}) after {meta['frames']} frames, {meta.get('elapsed_s', 0):.1f} s"
     return f"{how} after {meta.get('elapsed_s', 0):.1f} s"
 
 
-def _judge(module):
+def _probe_errors(observed, module) -> str:
+    """``"its EVENT probe raised ERROR; ... (an auditor bug)"`` for the exceptions the
+    auditor's own listeners of ``module`` raised in the child (see probe.Hub.probe_error), or ""."""
+    errors = [f"its {where.rpartition(':')[0]} probe raised {err}" for where, err in observed["meta"].get("probe_errors", {}).items()
+              if where.rpartition(":")[2] == module.__name__]
+    return f"{'; '.join(errors)} (an auditor bug)" if errors else ""
+
+
+def detector_check(module):
+    """The check of one detector or info ``module``: its ``judge``, with the exceptions its
+    probes raised in the row. A probe that raised measured nothing, so a SKIP ("not used")
+    becomes "not measured: ..."; a pass or a fail keeps its verdict and says what it could
+    not measure."""
     def judge(observed):
-        return module.judge(observed)
+        errors = _probe_errors(observed, module)
+        if not errors:
+            return module.judge(observed)
+        try:
+            detail = module.judge(observed)
+        except sr.CheckSkipped:
+            raise sr.CheckSkipped(f"not measured: {errors}") from None
+        except sr.CheckFailed as err:
+            raise sr.CheckFailed(f"{err}; partly not measured: {errors}") from None
+        return f"{detail}; partly not measured: {errors}"
 
     judge.__name__ = f"judge_{module.NAME.replace('-', '_')}"
     judge.__doc__ = module.__doc__
@@ -163,9 +189,10 @@ def info_frames_per_second(observed):
 CHECKS = [
     sr.Check("run", check_run, gives="observed"),
     sr.Check("exit", check_exit),
-    *[sr.Check(m.NAME, _judge(m)) for m in MODULES],
+    *[sr.Check(m.NAME, detector_check(m)) for m in MODULES],
     sr.Check("info:update-to-data", info_update_to_data),
     sr.Check("info:frames-per-second", info_frames_per_second),
+    *[sr.Check(m.NAME, detector_check(m)) for m in INFO_MODULES],
 ]
 
 

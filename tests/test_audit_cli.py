@@ -19,7 +19,7 @@ import sys
 import time
 
 import pytest
-from conftest import BUNDLE, FIXTURES, rows, run_main
+from conftest import BUNDLE, FIXTURES, load_module, rows, run_main
 
 AUDIT = FIXTURES / "audit"
 BAD = AUDIT / "bad"
@@ -177,3 +177,19 @@ def test_multiprocess_collector_workers_are_named_and_stopped(tmp_path):
     assert status == "fail" and "left" in detail and "collector.shutdown()" in detail
     pids = [int(item.split()[0]) for item in detail.split("(")[1].split(";")[0].split(", ")]
     assert _alive(pids) == []
+
+
+def test_the_rows_table_names_every_row_the_auditor_prints():
+    # references/run-time-audit.md "The rows": one line per declared check, in report order
+    audit_run = load_module(SCRIPT)
+    text = (BUNDLE / "references" / "run-time-audit.md").read_text()
+    table = text.split("## The rows", 1)[1].split("\n## ", 1)[0]
+    named = [line.split("`")[1] for line in table.splitlines() if line.startswith("| `")]
+    assert named == [c.name for c in audit_run.CHECKS]
+
+
+def test_info_rows_are_ratios_of_the_run_counters():
+    audit_run = load_module(SCRIPT)
+    meta = {"frames": 1000, "optimizer_steps": 50, "first_frame_s": 1.0, "last_frame_s": 3.0}
+    assert audit_run.info_update_to_data({"meta": meta}).startswith("0.05 optimizer steps per frame (50 steps / 1000 frames)")
+    assert audit_run.info_frames_per_second({"meta": meta}).startswith("500 frames/s between the first and the last collected frame")

@@ -11,9 +11,11 @@ sharing one read it once. Tests are grouped (xdist_group) so a cached run stays 
 from __future__ import annotations
 
 import functools
+import re
 
 import pytest
-from conftest import BUNDLE, FIXTURES, rows, run_main
+import skill_report as sr
+from conftest import BUNDLE, FIXTURES, load_module, rows, run_main
 
 AUDIT = FIXTURES / "audit"
 pytestmark = pytest.mark.slow
@@ -106,8 +108,15 @@ def test_transforms_broken_and_fixed():
 @pytest.mark.xdist_group("audit-ppo")
 def test_time_limit_broken_and_fixed():
     path = AUDIT / "time_limit"
-    fails(path / "broken.py", "time-limit", "--max-frames", "300", says=["`terminated` at exactly step 20", "StepCounter(max_steps=20)"])
+    detail = fails(path / "broken.py", "time-limit", "--max-frames", "300", says=["`terminated` at exactly step 20", "StepCounter(max_steps=20)"])
     passes(path / "fixed.py", "time-limit", "--max-frames", "300", says=["truncated (lengths 20"])
+    # how to decide, and the cause as the error index words it (written once, read here)
+    import _error_index
+
+    entry = _error_index.by_id()["time-limit-as-terminated"]
+    assert entry.plain("cause").rstrip(".") in detail, detail
+    assert "terminated is right only when the step count is part of the observation and reaching step 20 is a real end" in detail, detail
+    assert "ignore this row" not in detail
 
 
 @pytest.mark.xdist_group("audit-ppo")
@@ -183,3 +192,83 @@ def test_bundled_known_good_recipes_audit_clean(target):
     code, rows = audit(str(BUNDLE / target))
     assert code == 0 and not [n for n, (s, _) in rows.items() if s == "fail"], rows
     assert rows["exploration"][0] == "pass" and rows["batched-layout"][0] == "pass"
+
+
+PROBE_SHAPES = AUDIT / "probe_shapes" / "train.py"
+
+
+@pytest.mark.xdist_group("audit-ppo")
+def test_probes_measure_scalar_leaves_and_flat_slices_of_ndim2_storage():
+    # SerialEnv of PendulumEnv: "th"/"thdot" have no feature dim; [4, 1] batches in
+    # LazyTensorStorage(ndim=2), flat [64] SliceSampler samples: both rows measure
+    args = ("--max-frames", "2000")
+    assert "probe" not in row(PROBE_SHAPES, "run", *args)[1]
+    passes(PROBE_SHAPES, "identical-workers", *args, says=["TransformedEnv(SerialEnv): 4 distinct first resets for 4 workers", "Collector: 4 checks of 4 rows x 8 steps, all distinct"])
+    passes(PROBE_SHAPES, "batched-layout", *args, says=["SliceSampler: ", "slices intact"])
+
+
+@pytest.mark.xdist_group("audit-ppo")
+def test_transforms_counts_the_steps_a_serial_env_makes_through_its_sub_envs():
+    detail = passes(PROBE_SHAPES, "transforms", "--max-frames", "2000", says=["4 x StepCounter", "ScaleObs (500 steps, 3 resets)"])
+    # 2000 frames over 4 sub-envs: 500 steps each, truncated at 200 -> 2 resets after the first
+    assert re.search(r"4 x StepCounter \(500 steps, 3 resets each\)", detail), detail
+
+
+def test_transforms_says_the_envs_inside_worker_processes_are_not_counted():
+    # ParallelEnv sub-envs run in uninstrumented workers: the row must not pass their counts off as measured
+    audit_run = load_module("scripts/audit_run")
+    module = next(m for m in audit_run.MODULES if m.NAME == "transforms")
+    env = {"site": "train.py:9 in main", "base_cls": "ParallelEnv", "base_id": 1, "steps": 50, "resets": 1, "base_steps": 0,
+           "appended_at": None, "transforms": ["ScaleObs"], "reset_skipped": [], "norms": []}
+    observed = {"meta": {"probe_errors": {}, "workers": ["ParallelEnv(2 workers)"]}, "sections": {"transforms": {"envs": [env]}},
+                "end": {"how": "finished"}}
+    detail = audit_run.detector_check(module)(observed)
+    assert "ScaleObs (50 steps, 1 resets)" in detail, detail
+    assert detail.endswith("not counted: the envs inside the worker processes of ParallelEnv(2 workers) (not instrumented)"), detail
+
+
+def test_a_probe_error_shows_in_its_detectors_row_as_not_measured():
+    audit_run = load_module("scripts/audit_run")
+    module = next(m for m in audit_run.MODULES if m.NAME == "identical-workers")
+    error = "IndexError: Dimension out of range at d_identical_workers.py:39"
+    observed = {"meta": {"probe_errors": {"env_reset:_audit.d_identical_workers": error}}, "sections": {}, "end": {"how": "finished"}}
+    with pytest.raises(sr.CheckSkipped) as skipped:
+        audit_run.detector_check(module)(observed)
+    assert str(skipped.value) == f"not measured: its env_reset probe raised {error} (an auditor bug)"
+    # a detector with data of its own keeps its verdict and says what it could not measure
+    observed["sections"]["identical-workers"] = {"resets": [{"cls": "SerialEnv", "n": 4, "unique": 4, "seeded": True}], "sources": []}
+    detail = audit_run.detector_check(module)(observed)
+    assert detail.startswith("SerialEnv: 4 distinct first resets") and "partly not measured: its env_reset probe raised" in detail
+    # another detector's row is not touched by it
+    other = next(m for m in audit_run.MODULES if m.NAME == "batched-layout")
+    with pytest.raises(sr.CheckSkipped, match="no value estimator call"):
+        audit_run.detector_check(other)(observed)
+
+
+@pytest.mark.xdist_group("audit-ppo")
+def test_env_seeding_broken_and_fixed():
+    path = AUDIT / "env_seeding"
+    import _error_index
+
+    entry = _error_index.by_id()["env-reseeds-global-rng"]
+    lines = (path / "broken.py").read_text().splitlines()
+    at = next(i for i, line in enumerate(lines, 1) if line.strip() == "torch.manual_seed(seed)")
+    detail = fails(path / "broken.py", "env-seeding", "--max-frames", "300",
+                   says=["Reach._set_seed called torch.manual_seed", f"broken.py:{at} in _set_seed", "after collection started"])
+    assert entry.plain("cause").rstrip(".") in detail and entry.plain("fix").rstrip(".") in detail, detail
+    # a _reset that re-seeds: every episode restarts the global stream
+    detail = fails(path / "broken.py", "env-seeding", "--max-frames", "300", "--", "--variant", "reset",
+                   says=["Reach._reset called torch.manual_seed", "in _reset", "after collection started"])
+    assert entry.plain("fix").rstrip(".") in detail and "cause:" not in detail, detail
+    passes(path / "fixed.py", "env-seeding", "--max-frames", "300", says=["none re-seeded torch's global RNG"])
+
+
+@pytest.mark.xdist_group("audit-ppo")
+def test_observation_scale_names_an_unscaled_step_count_and_not_a_scaled_one():
+    path = AUDIT / "observation_scale"
+    detail = passes(path / "broken.py", "info:observation-scale", "--max-frames", "300",
+                    says=["a heuristic, not a fault", "observation[2] spans 0..50", "ObservationNorm", "standard_normal=True",
+                          "init_stats", "VecNormV2"])
+    assert "observation[0]" in detail and "observation[1]" in detail, detail
+    detail = passes(path / "fixed.py", "info:observation-scale", "--max-frames", "300", says=["observation[2] spans 0..1"])
+    assert "ObservationNorm" not in detail and "VecNormV2" not in detail, detail

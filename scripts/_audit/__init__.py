@@ -9,9 +9,10 @@ Two halves that never import each other's heavy parts:
 - the parent (``runner.py``): starts the child in its own process group, stops it at the
   budget, reads the summaries and hands them to each detector's ``judge(obs)``.
 
-``DETECTORS`` lists the detector modules in report order; each one has ``NAME`` (its report
-row), ``install(hub)`` (child side; imports torch inside) and ``judge(obs)`` (parent side;
-returns the pass detail or raises ``skill_report.CheckFailed``/``CheckSkipped``).
+``DETECTORS`` lists the detector modules in report order, ``INFO`` the modules of information
+rows (never a fault); each one has ``NAME`` (its report row), ``install(hub)`` (child side;
+imports torch inside) and ``judge(obs)`` (parent side; returns the pass detail or raises
+``skill_report.CheckFailed``/``CheckSkipped``).
 """
 
 DETECTORS = [
@@ -25,4 +26,23 @@ DETECTORS = [
     "d_identical_workers",
     "d_prioritized_replay",
     "d_episode_stats",
+    "d_env_seeding",
 ]
+INFO = ["i_observation_scale"]  # information rows, printed after the detectors
+
+
+def cause_and_fix(entry_id: str, **values) -> str:
+    """``"cause: ...; fix: ..."`` of an entry of scripts/error_index.json, in plain text (parent
+    side), so that a row words a fault as the troubleshooting page and check_user_env.py do.
+    Links are dropped; ``values`` replace placeholders of the fix (``N=20``:
+    ``max_steps=N`` becomes ``max_steps=20``)."""
+    import re
+
+    import _error_index
+
+    entry = _error_index.by_id()[entry_id]
+    cause, fix = entry.plain("cause").rstrip("."), re.sub(r" \(\[[^\]]*\]\([^)]*\)\)", "", entry.fix)
+    fix = " ".join(fix.replace("**", "").split()).rstrip(".")
+    for name, value in values.items():
+        fix = re.sub(rf"\b{name}\b", str(value), fix)
+    return f"cause: {cause}; fix: {fix}"

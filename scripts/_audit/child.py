@@ -33,9 +33,9 @@ def _import_auditor():
     here = str(Path(__file__).resolve().parent)
     sys.path[:] = [p for p in sys.path if p != here]
     sys.path.append(str(_SCRIPTS))
-    from _audit import DETECTORS, patches, probe
+    from _audit import DETECTORS, INFO, patches, probe
 
-    return probe, patches, [importlib.import_module(f"_audit.{name}") for name in DETECTORS]
+    return probe, patches, [importlib.import_module(f"_audit.{name}") for name in DETECTORS + INFO]
 
 
 def _main_site() -> str:
@@ -51,6 +51,15 @@ def _main_site() -> str:
     if user is None:
         return "library code"
     return f"{Path(user.f_code.co_filename).name}:{user.f_lineno} in {user.f_code.co_name}"
+
+
+def _workers_alive() -> list[str]:
+    """``["pid name"]`` of the non-daemon worker processes still running when the target
+    returned: a plain interpreter exit joins them and waits forever (a collector never
+    shut down); measured here, because once this process is gone they may exit on their own."""
+    import multiprocessing
+
+    return [f"{p.pid} {p.name}" for p in multiprocessing.active_children() if not p.daemon]
 
 
 def _start_watchdog(hub, grace: float) -> None:
@@ -208,6 +217,8 @@ def main() -> None:
         hub.end = {"how": "raised", **_describe(err)}
     finally:
         signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+        if hub.end.get("how") == "finished":
+            hub.end["workers_alive"] = _workers_alive()
         with contextlib.suppress(Exception):
             hub.snapshot()
         sys.stdout.flush()

@@ -42,7 +42,9 @@ def install(hub) -> None:
     from tensordict.nn import ProbabilisticTensorDictModule
 
     from .probe import user_site
-    from .tdtools import deterministic_match
+    from .tdtools import ObjectKeys, deterministic_match
+
+    key_of = ObjectKeys()
 
     sec = hub.section(NAME)
     sites: dict[int, str] = {}
@@ -98,7 +100,7 @@ def install(hub) -> None:
             return
         env = getattr(col, "env", None)
         note = f"exploration_type={getattr(col, 'exploration_type', '?')}"
-        check(id(col), type(col).__name__, sites.get(id(col), "?"), col.policy, batch, getattr(env, "action_key", "action"), note)
+        check(key_of(col), type(col).__name__, sites.get(key_of(col), "?"), col.policy, batch, getattr(env, "action_key", "action"), note)
 
     def on_rollout(env, policy, td):
         if policy is None or td is None or not callable(policy):
@@ -106,7 +108,7 @@ def install(hub) -> None:
         from torchrl.envs.utils import exploration_type
 
         note = f"exploration_type={exploration_type()}"
-        check(("rollout", id(env), id(policy)), "env.rollout", user_site(), policy, td, env.action_key, note)
+        check(("rollout", key_of(env), key_of(policy)), "env.rollout", user_site(), policy, td, env.action_key, note)
 
     def on_step(m, frames):
         info = module_info(m, False)
@@ -122,7 +124,7 @@ def install(hub) -> None:
                           for m in modules.values()]
         sec["frames"] = hub.meta["frames"]
 
-    hub.on("collector_built", lambda col, site: sites.__setitem__(id(col), site))
+    hub.on("collector_built", lambda col, site: sites.__setitem__(key_of(col), site))
     hub.on("collector_batch", on_batch)
     hub.on("env_rollout", on_rollout)
     hub.on("explore_step", on_step)

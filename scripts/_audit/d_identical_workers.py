@@ -3,7 +3,9 @@
 For every batched env (``SerialEnv``, ``ParallelEnv``, a vectorised env) it compares the rows
 of its first reset, notes whether ``set_seed`` was called, and on the first batches of
 [env, time] data (collector batches, ``env.rollout`` outputs) compares whole rows
-(observations and actions over time). A later reset in a row that differs from that row's
+(observations and actions over time); [env, 1] batches (a collector with frames_per_batch
+equal to the number of envs) are joined over consecutive batches into WINDOW steps first. A
+leaf with no feature dim (``PendulumEnv``'s ``"th"``) counts as one feature. A later reset in a row that differs from that row's
 first reset shows the env's resets are random. Faults: two or more rows identical over a
 whole batch; identical first resets although resets are random (every worker's generator
 starts from the same state: an env seeded in its constructor, or a batched env whose
@@ -23,69 +25,97 @@ import skill_report as sr
 
 NAME = "identical-workers"
 CHECK_BATCHES = 4
+MIN_STEPS = 3  # rows are compared over at least this many steps
+WINDOW = 8  # steps gathered from consecutive short batches ([env, 1] batches) before comparing
 
 
 def install(hub) -> None:
     import torch
 
-    from .tdtools import episode_end, rows, state_keys
+    from .tdtools import ObjectKeys, episode_end, features, rows, state_keys
+
+    key_of = ObjectKeys()
 
     sec = hub.section(NAME)
     seeded: set = set()
     resets: dict[int, dict] = {}
     sources: dict = {}
+    pending: dict = {}
 
     def flat_state(td, keys):
-        parts = [td.get(k).flatten(td.batch_dims).float() for k in keys if torch.is_tensor(td.get(k, None))]
+        parts = [features(td.get(k), td.batch_dims).float() for k in keys if torch.is_tensor(td.get(k, None))]
         return torch.cat(parts, -1) if parts else None
 
     def on_reset(env, out):
-        if out is None or id(env) in resets or out.batch_size.numel() < 2:
+        if out is None or key_of(env) in resets or out.batch_size.numel() < 2:
             return
         keys = [k for k in out.keys(True, True) if (k[-1] if isinstance(k, tuple) else k) not in ("done", "terminated", "truncated")]
         x = flat_state(out.reshape(-1), keys)
         if x is None:
             return
-        resets[id(env)] = {"cls": type(env).__name__, "n": int(x.shape[0]), "unique": int(torch.unique(x, dim=0).shape[0]),
-                           "seeded": id(env) in seeded}
+        base = getattr(env, "base_env", None) if type(env).__name__ == "TransformedEnv" else None
+        label = f"TransformedEnv({type(base).__name__})" if base is not None else type(env).__name__
+        resets[key_of(env)] = {"cls": label, "n": int(x.shape[0]), "unique": int(torch.unique(x, dim=0).shape[0]),
+                           "seeded": key_of(env) in seeded}
+
+    def window(key, r):
+        """``(trajectory, observations, ends)`` as [rows, time, ...] over at least MIN_STEPS
+        steps: the batch itself, or consecutive short batches joined along time (None until
+        enough have come)."""
+        obs_keys = state_keys(r)
+        keys = obs_keys + (["action"] if "action" in r.keys() else [])
+        cur, obs = flat_state(r.reshape(-1), keys), flat_state(r.reshape(-1), obs_keys)
+        if cur is None:
+            return None
+        ends = episode_end(r)
+        part = (cur.reshape(*r.shape, -1), obs.reshape(*r.shape, -1) if obs is not None else None, ends)
+        if r.shape[1] >= MIN_STEPS:
+            return part
+        parts = pending.setdefault(key, [])
+        if parts and parts[0][0].shape[0] != r.shape[0]:
+            parts.clear()
+        parts.append(part)
+        if sum(p[0].shape[1] for p in parts) < WINDOW:
+            return None
+        pending[key] = []
+        joined = [None if any(p[i] is None for p in parts) else torch.cat([p[i] for p in parts], 1) for i in range(3)]
+        return tuple(joined)
 
     def on_data(key, td, kind):
         r = rows(td) if td is not None else None
         if r is None or r.shape[0] < 2:
             return
-        src = sources.setdefault(key, {"kind": kind, "batches": 0, "identical": 0, "rows": int(r.shape[0]), "steps": int(r.shape[1]),
+        src = sources.setdefault(key, {"kind": kind, "batches": 0, "identical": 0, "rows": int(r.shape[0]), "steps": 0,
                                        "random_reset": False, "first": None})
-        keys = state_keys(r) + (["action"] if "action" in r.keys() else [])
-        cur = flat_state(r.reshape(-1), keys)
-        if cur is None:
+        if src["batches"] >= CHECK_BATCHES and src["random_reset"]:
+            return  # measured enough
+        got = window(key, r)
+        if got is None:
             return
-        cur = cur.reshape(r.shape[0], r.shape[1], -1)
-        obs_keys = state_keys(r)
-        obs = flat_state(r.reshape(-1), obs_keys)
+        cur, obs, ends = got
         if obs is not None:
-            obs = obs.reshape(r.shape[0], r.shape[1], -1)
             if src["first"] is None:
                 src["first"] = obs[:, 0].clone()
-            ends = episode_end(r)
-            if ends is not None and not src["random_reset"]:
+            if ends is not None and not src["random_reset"] and src["first"].shape[0] == obs.shape[0]:
                 for row, t in ends[:, :-1].nonzero().tolist():
                     if not torch.equal(obs[row, t + 1], src["first"][row]):
                         src["random_reset"] = True
                         break
-        if src["batches"] < CHECK_BATCHES and r.shape[1] >= 3:
+        if src["batches"] < CHECK_BATCHES:
             src["batches"] += 1
+            src["rows"], src["steps"] = int(cur.shape[0]), int(cur.shape[1])
             unique = torch.unique(cur.flatten(1), dim=0).shape[0]
-            src["identical"] = max(src["identical"], int(r.shape[0] - unique + 1) if unique < r.shape[0] else 0)
+            src["identical"] = max(src["identical"], int(cur.shape[0] - unique + 1) if unique < cur.shape[0] else 0)
 
     def summarise():
         sec["resets"] = list(resets.values())
         sec["sources"] = [{k: v for k, v in s.items() if k != "first"} for s in sources.values()]
         sec["seeded"] = len(seeded)
 
-    hub.on("env_seed", lambda env: seeded.add(id(env)))
+    hub.on("env_seed", lambda env: seeded.add(key_of(env)))
     hub.on("env_reset", on_reset)
-    hub.on("collector_batch", lambda col, batch: on_data(id(col), batch, type(col).__name__))
-    hub.on("env_rollout", lambda env, policy, td: on_data(("rollout", id(env)), td, "env.rollout"))
+    hub.on("collector_batch", lambda col, batch: on_data(key_of(col), batch, type(col).__name__))
+    hub.on("env_rollout", lambda env, policy, td: on_data(("rollout", key_of(env)), td, "env.rollout"))
     hub.summariser(summarise)
 
 
@@ -102,7 +132,7 @@ def judge(observed: dict) -> str:
                           f"{s['steps']} steps): those workers replay the same random stream; fix: seed the batched env once with env.set_seed(seed) "
                           "(workers get seed, seed+1, ...) and draw randomness from the generator your env's _set_seed seeds")
         else:
-            notes.append(f"{s['kind']}: {s['batches']} batches of {s['rows']} rows, all distinct")
+            notes.append(f"{s['kind']}: {s['batches']} checks of {s['rows']} rows x {s['steps']} steps, all distinct")
     for r in resets:
         if r["unique"] < r["n"] and (random_reset or not r["seeded"]):
             why = "later resets differ, so resets are random" if random_reset else "and set_seed was never called on it"

@@ -9,7 +9,9 @@ terminal state and never bootstrap it (pytorch/rl#1899 on terminated vs truncate
 TorchTrade/torchtrade#150 is the same fault in a TorchRL env).
 
 Facts (torchrl 0.14.1): ``StepCounter(max_steps=N)`` ends episodes with ``truncated``; a
-custom env that returns only ``done`` gets ``terminated`` equal to it.
+custom env that returns only ``done`` gets ``terminated`` equal to it. The row words cause and
+fix as error-index entry ``time-limit-as-terminated`` does, and says how to decide: a limit is
+a real termination only when the step count is in the observation (the state is Markov).
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ NAME = "time-limit"
 
 
 def install(hub) -> None:
-    from .tdtools import next_flag
+    from .tdtools import ObjectKeys, next_flag
+
+    key_of = ObjectKeys()
 
     sec = hub.section(NAME)
     running: dict = {}
@@ -57,12 +61,14 @@ def install(hub) -> None:
         sec["n_truncated"] = sum(ended["truncated"].values())
         sec["max_terminated"] = max(ended["terminated"], default=0)
 
-    hub.on("collector_batch", lambda col, batch: follow(id(col), batch, False))
-    hub.on("env_rollout", lambda env, policy, td: follow(("rollout", id(env)), td, True))
+    hub.on("collector_batch", lambda col, batch: follow(key_of(col), batch, False))
+    hub.on("env_rollout", lambda env, policy, td: follow(("rollout", key_of(env)), td, True))
     hub.summariser(summarise)
 
 
 def judge(observed: dict) -> str:
+    from . import cause_and_fix
+
     sec = observed["sections"].get(NAME, {})
     n_term, n_trunc = sec.get("n_terminated", 0), sec.get("n_truncated", 0)
     if n_term + n_trunc < 3:
@@ -71,9 +77,10 @@ def judge(observed: dict) -> str:
     at_longest = sec.get("terminated", {}).get(str(longest), 0)
     if n_trunc == 0 and longest > 1 and at_longest >= 3 and at_longest >= 0.5 * n_term:
         raise sr.CheckFailed(
-            f"{at_longest} of {n_term} episodes ended `terminated` at exactly step {longest} (none longer, none truncated): a step limit "
-            f"reported as termination, so value targets treat step {longest} as terminal and never bootstrap it; fix: report the limit as "
-            f"truncated (TransformedEnv(env, StepCounter(max_steps={longest})) sets truncated; in a custom env return truncated=True, "
-            "terminated=False when the limit is reached); if the task really ends there, ignore this row"
+            f"{at_longest} of {n_term} episodes ended `terminated` at exactly step {longest} (none longer, none truncated), "
+            f"so value targets treat step {longest} as terminal and never bootstrap it; {cause_and_fix('time-limit-as-terminated', N=longest)}; in a custom env return truncated=True, terminated=False when "
+            f"the limit is reached. To decide: truncated when the task could go on after step {longest} and the limit is only your "
+            f"episode budget (the usual case); terminated is right only when the step count is part of the observation and reaching "
+            f"step {longest} is a real end of the task (nothing follows it)"
         )
     return f"{n_term} episodes terminated (longest {longest} steps), {n_trunc} truncated (lengths {', '.join(list(sec.get('truncated', {}))[:4]) or '-'})"

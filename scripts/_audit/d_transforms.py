@@ -1,7 +1,11 @@
 """transforms: are the env transforms the script built actually applied?
 
 It records every ``TransformedEnv`` (its base env, its transforms, where it was built,
-whether ``append_transform`` made it) and counts ``step``/``reset`` calls per env object.
+whether ``append_transform`` made it) and counts the steps and resets each env object ran:
+a ``TransformedEnv``'s through its ``_step``/``_reset`` (a ``SerialEnv`` steps its sub-envs
+that way, never through ``step``: torchrl/envs/batched_envs.py 0.14.1), a base env's through
+``step``. The sub-envs of a ``ParallelEnv`` or of a multi-process collector run in worker
+processes, which are not instrumented: the row says they are not counted.
 Faults: a ``TransformedEnv`` never stepped nor reset while its base env was stepped
 directly (``env.append_transform(t)`` on a plain env returns a new ``TransformedEnv`` and
 leaves ``env`` unchanged, so dropping the return value drops the transform); a user
@@ -19,6 +23,7 @@ three behaviours above (tests/test_audit_facts.py reproduces each).
 from __future__ import annotations
 
 import weakref
+from collections import Counter
 
 import skill_report as sr
 
@@ -35,11 +40,14 @@ def _transforms(env) -> list:
 def install(hub) -> None:
     from torchrl.envs import ObservationNorm, Transform, TransformedEnv
 
+    from .tdtools import ObjectKeys
+
     sec = hub.section(NAME)
     steps: dict[int, int] = {}
     resets: dict[int, int] = {}
     envs: dict[int, dict] = {}
     appended: dict[int, str] = {}
+    key_of = ObjectKeys()
 
     def user_overrides(t) -> bool:
         cls = type(t)
@@ -49,8 +57,8 @@ def install(hub) -> None:
         return overrides and getattr(cls, "_reset") is getattr(Transform, "_reset")
 
     def on_env(env, site, by_user=True):
-        if isinstance(env, TransformedEnv) and by_user and id(env) not in envs:
-            envs[id(env)] = {"ref": weakref.ref(env), "site": site, "base": id(getattr(env, "base_env", None)),
+        if isinstance(env, TransformedEnv) and by_user and key_of(env) not in envs:
+            envs[key_of(env)] = {"ref": weakref.ref(env), "site": site, "base": key_of(getattr(env, "base_env", None)),
                              "base_cls": type(getattr(env, "base_env", None)).__name__,
                              "transforms": [type(t).__name__ for t in _transforms(env)],
                              "reset_skipped": [type(t).__name__ for t in _transforms(env) if user_overrides(t)]}
@@ -79,12 +87,18 @@ def install(hub) -> None:
             })
         sec["envs"] = out
 
+    def count(table, env):
+        table[key_of(env)] = table.get(key_of(env), 0) + 1
+
     hub.on("env_built", on_env)
-    hub.on("env_step", lambda env, out: steps.__setitem__(id(env), steps.get(id(env), 0) + 1))
-    hub.on("env_reset", lambda env, out: resets.__setitem__(id(env), resets.get(id(env), 0) + 1))
+    # A TransformedEnv's steps and resets are counted where they run (its _step/_reset), so the
+    # sub-envs a SerialEnv steps through _step count too; a base env's own steps are its step calls.
+    hub.on("env_step", lambda env, out: None if isinstance(env, TransformedEnv) else count(steps, env))
+    hub.on("transformed_step", lambda env: count(steps, env))
+    hub.on("transformed_reset", lambda env: count(resets, env))
     def on_append(env, ret, site):
         if ret is not env:  # a plain env's append_transform builds a new TransformedEnv
-            appended[id(ret)] = site
+            appended[key_of(ret)] = site
             on_env(ret, site)
 
     hub.on("append_transform", on_append)
@@ -124,5 +138,8 @@ def judge(observed: dict) -> str:
         raise sr.CheckFailed(" | ".join(f if n == 1 else f"{n} envs: {f}" for f, n in counts.items()))
     if not used:
         raise sr.CheckSkipped("no TransformedEnv was stepped in the main process")
-    shown = [f"{'+'.join(e['transforms'])} ({e['steps']} steps, {e['resets']} resets)" for e in envs if (e["steps"] or e["resets"]) and e["transforms"]]
-    return f"{used} TransformedEnv(s) stepped: " + "; ".join(shown)
+    shown = Counter(f"{'+'.join(e['transforms'])} ({e['steps']} steps, {e['resets']} resets" for e in envs if (e["steps"] or e["resets"]) and e["transforms"])
+    workers = observed["meta"].get("workers", [])
+    blind = f"; not counted: the envs inside the worker processes of {', '.join(workers)} (not instrumented)" if workers else ""
+    return (f"{used} TransformedEnv(s) used, with the steps and resets each one ran (the sub-envs of a SerialEnv included): "
+            + "; ".join(f"{text})" if n == 1 else f"{n} x {text} each)" for text, n in shown.items()) + blind)

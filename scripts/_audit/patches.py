@@ -11,6 +11,10 @@ Events (arguments): ``loss_built(loss, site)``, ``loss_forward(loss, td, out)``,
 ``updater_step(upd)``, ``collector_built(col, site)``, ``collector_batch(col, batch)``,
 ``env_built(env, site, by_user)``, ``env_step(env, td_out)``, ``env_reset(env, td_out)``,
 ``env_rollout(env, policy, td_out)`` (rollouts the user's code asked for), ``env_seed(env)``,
+``transformed_step(env)`` / ``transformed_reset(env)`` (each ``TransformedEnv._step``/``_reset``:
+also the sub-env steps a ``SerialEnv`` makes through ``_step``),
+``global_reseed(env, seed, site, by_library, method)`` (``torch.manual_seed`` called under an
+``EnvBase._set_seed`` or ``_reset``: emitted by d_env_seeding's own wrapper of it),
 ``append_transform(env, returned, site)``, ``estimator_call(est, td, loss)``,
 ``rb_built(rb, site)``, ``rb_extend(rb, data)``, ``rb_sample(rb, out)``,
 ``rb_user_priority(rb, method, site)``, ``sampler_priority(sampler, priority, in_extend)``,
@@ -120,7 +124,7 @@ def install(hub) -> None:
     from torchrl.collectors import BaseCollector
     from torchrl.data import ReplayBuffer, TensorDictReplayBuffer
     from torchrl.data.replay_buffers.samplers import PrioritizedSampler
-    from torchrl.envs import EnvBase
+    from torchrl.envs import EnvBase, TransformedEnv
     from torchrl.modules import tensordict_module as tm
     from torchrl.objectives import LossModule
     from torchrl.objectives.utils import TargetNetUpdater
@@ -219,6 +223,10 @@ def install(hub) -> None:
         wrap(hub, EnvBase, name, before=env_before_step, after=env_after_step, around=lambda s, a, k: _EnvCall(), guard="step")
     wrap(hub, EnvBase, "rollout", before=rollout_before, after=rollout_after, around=lambda s, a, k: _EnvCall())
     wrap(hub, EnvBase, "reset", after=lambda s, a, k, out: hub.emit("env_reset", s, out))
+    # Every step and reset of a TransformedEnv runs its _step/_reset, also where a batched env
+    # drives its sub-envs directly (SerialEnv calls each sub-env's _step, not its step).
+    wrap(hub, TransformedEnv, "_step", after=lambda s, a, k, o: hub.emit("transformed_step", s))
+    wrap(hub, TransformedEnv, "_reset", after=lambda s, a, k, o: hub.emit("transformed_reset", s))
     wrap(hub, EnvBase, "set_seed", after=lambda s, a, k, o: hub.emit("env_seed", s))
     def appended(self, a, k, out):
         if caller_is_user():

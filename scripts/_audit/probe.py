@@ -126,11 +126,17 @@ class Hub:
                 self.probe_error(f"{event}:{getattr(fn, '__module__', '?')}", err)
 
     def probe_error(self, where: str, err: BaseException) -> None:
+        """Record an exception of the auditor's own code under ``where`` (``"EVENT:MODULE"``,
+        e.g. ``"env_reset:_audit.d_identical_workers"``) as ``"TypeError: message at
+        file.py:LINE"``, the line being the innermost one of this package (an auditor bug,
+        shown in the row of the detector ``MODULE`` belongs to)."""
         errors = self.meta["probe_errors"]
         if where not in errors:
             tb = traceback.extract_tb(err.__traceback__)
-            site = f"{Path(tb[-1].filename).name}:{tb[-1].lineno}" if tb else "?"
-            errors[where] = f"{type(err).__name__}: {str(err)[:160]} (at {site})"
+            ours = [f for f in tb if f.filename.startswith(_AUDIT_DIR)] or tb
+            site = f"{Path(ours[-1].filename).name}:{ours[-1].lineno}" if ours else "?"
+            message = " ".join(str(err).split())[:160]
+            errors[where] = f"{type(err).__name__}{': ' + message if message else ''} at {site}"
 
     def section(self, name: str) -> dict:
         return self.sections.setdefault(name, {})

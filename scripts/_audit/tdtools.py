@@ -6,6 +6,9 @@ numbers; none modifies its input.
 
 from __future__ import annotations
 
+import itertools
+import weakref
+
 DONE_KEYS = ("done", "terminated", "truncated")
 
 
@@ -29,6 +32,13 @@ def episode_end(td):
     for f in flags[1:]:
         out = out | f
     return out
+
+
+def features(x, batch_dims: int):
+    """``x`` as ``[*batch, features]``: every dim after the first ``batch_dims`` folded into
+    one, and a leaf with no dim of its own (PendulumEnv's scalar ``"th"`` in a ``[4]`` batch)
+    given a feature dim of 1."""
+    return x.reshape(*x.shape[:batch_dims], -1)
 
 
 def state_keys(td, only=None) -> list:
@@ -68,10 +78,10 @@ def continuity_breaks(td, time_dim: int, only=None) -> tuple[int, int]:
         cur = td.get(k)
         if not (torch.is_tensor(nxt) and torch.is_tensor(cur)) or nxt.shape != cur.shape:
             continue
-        a = nxt.narrow(time_dim, 0, steps - 1).flatten(td.batch_dims)
-        b = cur.narrow(time_dim, 1, steps - 1).flatten(td.batch_dims)
+        a = features(nxt.narrow(time_dim, 0, steps - 1), td.batch_dims)
+        b = features(cur.narrow(time_dim, 1, steps - 1), td.batch_dims)
         eq = (a == b) | (a.isnan() & b.isnan()) if a.is_floating_point() else a == b
-        eq = eq.all(-1) if eq.dim() > td.batch_dims else eq
+        eq = eq.all(-1)
         same = eq if same is None else same & eq
     if same is None:
         return 0, 0
@@ -99,10 +109,10 @@ def deterministic_match(policy, td, action_key="action") -> tuple[float, int]:
     # The policy ran one step at a time during collection and on the whole batch here:
     # batched matmuls differ in the last bits, so floats compare with a tolerance.
     if det.is_floating_point():
-        eq = torch.isclose(det, taken.to(det.dtype), rtol=1e-4, atol=1e-5).flatten(td.batch_dims)
+        eq = features(torch.isclose(det, taken.to(det.dtype), rtol=1e-4, atol=1e-5), td.batch_dims)
     else:
-        eq = (det == taken).flatten(td.batch_dims)
-    eq = eq.all(-1) if eq.dim() > td.batch_dims else eq
+        eq = features(det == taken, td.batch_dims)
+    eq = eq.all(-1)
     return float(eq.float().mean().item()), int(eq.numel())
 
 
@@ -134,3 +144,25 @@ def own_attr(obj, name: str):
     if found is None:
         found = vars(obj).get("_modules", {}).get(name) if hasattr(obj, "__dict__") else None
     return found
+
+
+class ObjectKeys:
+    """``keys(obj)``: one int per object for as long as it lives. ``id()`` alone is not one:
+    a dropped ``append_transform`` result is collected and the next ``TransformedEnv`` may
+    get its id, which merged the two envs' records (seen as a flaky test). Objects that take
+    no weak reference fall back to ``id()``."""
+
+    def __init__(self):
+        self._live: dict[int, tuple] = {}
+        self._next = itertools.count(1)
+
+    def __call__(self, obj) -> int:
+        ref, key = self._live.get(id(obj), (None, None))
+        if ref is None or ref() is not obj:
+            try:
+                ref = weakref.ref(obj)
+            except TypeError:
+                return id(obj)
+            key = next(self._next)
+            self._live[id(obj)] = (ref, key)
+        return key
