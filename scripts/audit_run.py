@@ -166,14 +166,6 @@ def detector_check(module):
     return judge
 
 
-def info_update_to_data(observed):
-    """Optimizer steps per collected frame (information, never a fault)."""
-    meta = observed["meta"]
-    if not meta["frames"] or not meta["optimizer_steps"]:
-        raise sr.CheckSkipped("no frames collected or no optimizer step")
-    return f"{meta['optimizer_steps'] / meta['frames']:.3g} optimizer steps per frame ({meta['optimizer_steps']} steps / {meta['frames']} frames)"
-
-
 def info_frames_per_second(observed):
     """Collected frames per second from the first to the last collected frame (information)."""
     meta = observed["meta"]
@@ -190,7 +182,6 @@ CHECKS = [
     sr.Check("run", check_run, gives="observed"),
     sr.Check("exit", check_exit),
     *[sr.Check(m.NAME, detector_check(m)) for m in MODULES],
-    sr.Check("info:update-to-data", info_update_to_data),
     sr.Check("info:frames-per-second", info_frames_per_second),
     *[sr.Check(m.NAME, detector_check(m)) for m in INFO_MODULES],
 ]

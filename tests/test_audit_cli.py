@@ -190,6 +190,22 @@ def test_the_rows_table_names_every_row_the_auditor_prints():
 
 def test_info_rows_are_ratios_of_the_run_counters():
     audit_run = load_module(SCRIPT)
+    from _audit import i_update_to_data as utd
+
     meta = {"frames": 1000, "optimizer_steps": 50, "first_frame_s": 1.0, "last_frame_s": 3.0}
-    assert audit_run.info_update_to_data({"meta": meta}).startswith("0.05 optimizer steps per frame (50 steps / 1000 frames)")
+    assert utd.judge({"meta": meta, "sections": {}}).startswith("0.05 optimizer steps per frame (50 steps / 1000 frames)")
     assert audit_run.info_frames_per_second({"meta": meta}).startswith("500 frames/s between the first and the last collected frame")
+    # pytorch/rl#1181's shape: an actor and a critic optimizer, one update per 200 frames, batches of 1
+    sec = {"optimizers": [{"label": "Adam #1 (4 tensors)", "steps": 100}, {"label": "Adam #2 (6 tensors)", "steps": 100}],
+           "samples": {"n": 100, "min": 1, "max": 1}, "losses": ["DDPGLoss"]}
+    text = utd.judge({"meta": {**meta, "frames": 20000, "optimizer_steps": 200}, "sections": {utd.NAME: sec}})
+    assert text.startswith("0.005 optimizer steps per frame (100 steps / 20000 frames), counting the most-stepped of 2 optimizers"), text
+    assert "100 replay-buffer samples of 1 elements each" in text and "low for DDPGLoss" in text
+
+
+def test_update_to_data_references_name_real_loss_classes():
+    import torchrl.objectives as objectives
+    from _audit import i_update_to_data as utd
+
+    names = set().union(*(classes for classes, *_ in utd.REFERENCES))
+    assert {n for n in names if not hasattr(objectives, n)} == set()

@@ -173,6 +173,13 @@ def test_dqn_project_one_run_names_all_four_faults():
     assert failed == {"target-network", "exploration", "prioritized-replay", "episode-stats"}, rows
     assert "updates another DQNLoss object" in rows["target-network"][1]
     assert "per update" in rows["exploration"][1]
+    # the project's own numbers: UPDATES_PER_BATCH samples of BATCH_SIZE per FRAMES_PER_BATCH frames
+    config = load_module(AUDIT / "project_dqn" / "config.py")
+    status, detail = rows["info:update-to-data"]
+    measured = float(detail.split(" optimizer steps per frame", 1)[0])
+    # the run stops at a frame budget, so its last batch may lack some of its updates
+    assert status == "pass" and abs(measured - config.UPDATES_PER_BATCH / config.FRAMES_PER_BATCH) < 0.01, detail
+    assert f"replay-buffer samples of {config.BATCH_SIZE} elements each" in detail and "low for" not in detail
 
 
 @pytest.mark.xdist_group("audit-ppo")

@@ -28,7 +28,7 @@ DETECTORS = [
     "d_episode_stats",
     "d_env_seeding",
 ]
-INFO = ["i_observation_scale"]  # information rows, printed after the detectors
+INFO = ["i_update_to_data", "i_observation_scale"]  # information rows, printed after the detectors
 
 
 def cause_and_fix(entry_id: str, **values) -> str:
