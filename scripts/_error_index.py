@@ -164,6 +164,26 @@ def _words(text: str) -> set[str]:
     return {w for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]{2,}", text.lower())}
 
 
+# The words of Python's own error templates ("'X' object has no attribute 'y'", "got an
+# unexpected keyword argument", "missing 1 required positional argument", "cannot import
+# name ... from ..."), the package names and English glue: two messages sharing only
+# these share nothing.
+GENERIC = frozenset("""
+    the and for with from not but was were are has have been its this that into than then when
+    object attribute type module name named import cannot can could must should got given
+    unexpected keyword argument arguments missing required positional takes expected invalid
+    found failed error value values none nonetype true false call called instead please one
+    torch torchrl tensordict data
+""".split())
+
+
+def distinctive(words: set[str]) -> set[str]:
+    """``words`` without :data:`GENERIC` ones, dunders (``__init__``) and exception class
+    names (``keyerror``)."""
+    return {w for w in words if w not in GENERIC and not w.startswith("__")
+            and not w.endswith(("error", "exception", "warning"))}
+
+
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _PYTEST_E = re.compile(r"^E {1,}", re.M)  # pytest prefixes each line of the failure with "E   "
 _EXC_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?([A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure)|AssertionError|KeyError|StopIteration)\b(?::|$)")
@@ -215,7 +235,9 @@ def match(text: str, entries: tuple[ErrorEntry, ...] | None = None, limit: int =
     Score: a signature 100, a pattern 90, plus the matched length up to 80 (the more
     specific text wins), plus 20 when the match lies in a raised error's message rather
     than in a warning or log line. When nothing matches, the entries sharing most words
-    with the last error line score below 50: a near miss, which explain shows as such.
+    with the last error line score below 50: a near miss, which explain shows as such. A
+    near miss must share at least one :func:`distinctive` word (a TorchRL name, a key, a
+    method): entries that share only "object has no attribute" are left out.
     Whitespace is normalised on both sides.
     """
     entries = load() if entries is None else entries
@@ -248,7 +270,7 @@ def match(text: str, entries: tuple[ErrorEntry, ...] | None = None, limit: int =
         probe = _words(last_error_line(text) or text)
         for entry in entries:
             target = _words(" ".join(entry.signatures) or entry.title)
-            if probe and target:
+            if probe and target and distinctive(probe & target):
                 overlap = len(probe & target) / len(probe | target)
                 if overlap >= 0.25:
                     scored[entry.id] = (round(50 * overlap, 1), entry, "similar words")

@@ -96,6 +96,12 @@ def _drop_self(sig: inspect.Signature) -> inspect.Signature:
     return sig.replace(parameters=list(sig.parameters.values())[1:])
 
 
+def live_signature(obj) -> inspect.Signature:
+    """The real signature of a class or callable (:func:`_signature`); TypeError/ValueError
+    when it has none."""
+    return _signature(obj)
+
+
 def _signature(obj) -> inspect.Signature:
     """``inspect.signature``, seeing through what hides the real parameters: a metaclass
     ``__call__`` that takes ``(*args, ..., **kwargs)`` (ReplayBuffer, Collector's own

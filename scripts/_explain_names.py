@@ -72,13 +72,15 @@ class Found:
     """A resolved name. ``path``: the canonical dotted path asked for
     (``torchrl.objectives.ClipPPOLoss``); ``obj``: the live object; ``owner``: the class a
     member was read from (None for a top-level name); ``exported_by``: every public module
-    whose ``__all__`` lists the top-level name."""
+    whose ``__all__`` lists the top-level name (for a name no public module lists, the
+    module that defines it, with ``public`` False)."""
 
     asked: str
     path: str
     obj: object
     owner: object | None
     exported_by: tuple[str, ...]
+    public: bool = True  # False: found only in a submodule's namespace (:func:`defined_in_submodule`)
 
 
 @dataclass(frozen=True)
@@ -273,7 +275,38 @@ def resolve(text: str) -> Found | NotFound:
         except ImportError as err:
             return _not_found(name, f"importing {modules[0]} failed: {err}")
         return Found(name, f"{modules[0]}.{name}", obj, owner, modules)
+    defining = defined_in_submodule(parts[0])
+    if defining is not None:
+        try:
+            obj, owner = _walk(sys.modules[defining], parts)
+        except AttributeError as err:
+            return _not_found(name, str(err))
+        return Found(name, f"{defining}.{name}", obj, owner, (defining,), public=False)
     return _not_found(name, "")
+
+
+def defined_in_submodule(short: str) -> str | None:
+    """The torchrl/tensordict module that defines the class or function ``short`` although
+    no public module's ``__all__`` lists it (``ContinuousBox``, the type of
+    ``Bounded(...).space``, is defined in ``torchrl.data.tensor_specs``, torchrl 0.14.1),
+    else None. Imports the public modules, then reads the namespace of every
+    ``torchrl.*``/``tensordict.*`` module they loaded; private ``_x`` names are not looked up."""
+    if short.startswith("_"):
+        return None
+    for module in PUBLIC_MODULES + EXTRA_MODULES:
+        try:
+            _import(module)
+        except Exception:  # noqa: BLE001  a module that fails to import here holds nothing to find
+            continue
+    loaded = sorted(m for m, mod in list(sys.modules.items())
+                    if mod is not None and m.split(".")[0] in ("torchrl", "tensordict"))
+    for module in loaded:
+        obj = vars(sys.modules[module]).get(short)
+        if (isinstance(obj, type) or callable(obj) and hasattr(obj, "__code__")) and getattr(obj, "__name__", "") == short:
+            home = getattr(obj, "__module__", "") or module
+            if home.split(".")[0] in ("torchrl", "tensordict") and home in sys.modules:
+                return home
+    return None
 
 
 def _same(module: str, attr: str, obj) -> bool:

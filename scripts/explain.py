@@ -10,7 +10,11 @@ and gamma/lambda; a transform: whether it acts on step output, reset output, act
 a collector, storage, buffer, env, module or estimator: what users get wrong), and the
 bundle's notes on it (renames, error-index entries) with a link to the reference.
 With --error TEXT (or --error-file FILE, - for stdin) it prints the error-index entries
-matching the message, best first: cause, fix, and the command that verifies the fix.
+matching the message, best first: cause, fix, and the command that verifies the fix;
+first, when the message names a torchrl/tensordict object (``'X' object has no attribute
+'y'``, ``X.__init__() got an unexpected keyword argument 'k'``), X's live attributes or
+signature closest to y/k and the bundle's rename rows for them. A name no public module
+exports (``ContinuousBox``) is found in the submodule that defines it.
 Only the module holding the name is imported; Ray, vLLM and SGLang are not imported
 unless the name lives with them.
 """
@@ -31,8 +35,9 @@ EXAMPLE = (
 )
 EXIT_CODES = (
     "exit codes:\n"
-    "  0    every NAME was explained, or the error text matched an entry\n"
-    "  1    a NAME is not in the installed library, or no entry matches the error text\n"
+    "  0    every NAME was explained, or the error text matched an entry or names a\n"
+    "       torchrl/tensordict object explain answers for (a missing attribute or keyword)\n"
+    "  1    a NAME is not in the installed library, or nothing answers the error text\n"
     "       (its row names the closest public names or entries)\n"
     "  2    cannot run: an empty or malformed NAME, an --error-file that does not exist or\n"
     "       cannot be read, a file.py:ClassName that cannot be imported, or torch/tensordict/\n"
@@ -147,6 +152,9 @@ def explain_lines(name: str, versions: dict) -> tuple[bool, list[str]]:
         top = label.split(".")[0]
         imports = [f"from {m} import {top}" for m in hit.exported_by]
         lines += fx.wrap("import", "; ".join(imports) or f"import {hit.path.rsplit('.', 1)[0]}")
+        if not hit.public:
+            lines += fx.wrap("not exported", f"no public module's __all__ lists {top} (torchrl.data, torchrl.envs, ...): "
+                             f"import it from the module that defines it, {hit.exported_by[0]}")
     if defined and not user:
         lines += fx.wrap("defined in", defined)
     lines += fx.wrap("signature", fx.signature_text(obj, label))
@@ -168,6 +176,18 @@ def explain_lines(name: str, versions: dict) -> tuple[bool, list[str]]:
     return True, lines
 
 
+def json_detail(lines: list[str]) -> str:
+    """The printed lines as one JSON detail: one ``" | "``-separated part per labelled line
+    (a wrapped line's continuation, indented by 6, is joined back to it)."""
+    parts: list[str] = []
+    for ln in lines:
+        if ln.startswith("      ") and parts:
+            parts[-1] += " " + " ".join(ln.split())
+        else:
+            parts.append(" ".join(ln.split()))
+    return " | ".join(parts)
+
+
 def check_name(name: str, versions: dict, json_mode: bool):
     """One report row: the explanation printed (text mode) or held in the detail (JSON)."""
 
@@ -175,7 +195,7 @@ def check_name(name: str, versions: dict, json_mode: bool):
         found, lines = explain_lines(name, versions)
         if not json_mode:
             print("\n".join(lines))
-        detail = " | ".join(" ".join(ln.split()) for ln in lines) if json_mode else lines[0]
+        detail = json_detail(lines) if json_mode else lines[0]
         if not found:
             raise sr.CheckFailed(detail)
         return detail
@@ -196,14 +216,26 @@ def error_lines(entry, score: float, matched: str) -> list[str]:
 
 
 def run_error(text: str, args, report: sr.Report) -> None:
+    """Rows for an error text: first the answer derived from the installed library when the
+    text names a torchrl/tensordict object (``_explain_errors``), then the index entries
+    that match. With no entry, ``error:no-match`` fails unless a derived answer was given
+    (then it is a skip: the derived rows are the answer)."""
     import _error_index as ei
+    from _explain_errors import derived
 
+    answers = derived(text)
+    for name, lines in answers:
+        if not report.json_mode:
+            print("\n".join(lines))
+        report.add(name, "pass", json_detail(lines) if report.json_mode else lines[0])
     hits = ei.match(text, limit=args.limit)
     if not hits or hits[0][0] < 50:
-        close = "; ".join(f"{e.short or e.title} [{e.page}#{e.anchor}]" for _, e, _ in hits) or "none"
+        close = "; ".join(f"{e.short or e.title} [{e.page}#{e.anchor}]" for _, e, _ in hits)
         last = ei.last_error_line(text)
-        report.add("error:no-match", "fail", f"no error-index entry matches {last[:160]!r}; nearest: {close}. "
-                   "Read the last exception line of the traceback and run explain.py on the names it mentions")
+        hint = ("The row above is read from the installed library" if answers else
+                "Read the last exception line of the traceback and run explain.py on the names it mentions")
+        report.add("error:no-match", "skip" if answers else "fail",
+                   f"no error-index entry matches {last[:160]!r}" + (f"; nearest: {close}" if close else "") + f". {hint}")
         return
     for score, entry, matched in hits:
         if score < 50:
@@ -211,7 +243,7 @@ def run_error(text: str, args, report: sr.Report) -> None:
         lines = error_lines(entry, score, matched)
         if not report.json_mode:
             print("\n".join(lines))
-        report.add(f"error:{entry.id}", "pass", " | ".join(" ".join(ln.split()) for ln in lines) if report.json_mode else lines[0])
+        report.add(f"error:{entry.id}", "pass", json_detail(lines) if report.json_mode else lines[0])
 
 
 # ---------------------------------------------------------------------------- main

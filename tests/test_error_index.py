@@ -9,7 +9,11 @@ troubleshooting entry, and every entry is true on the verified stack:
 - the index is well formed (a malformed entry is rejected), its ``names`` resolve in the
   installed library, and every generated troubleshooting page is current;
 - ``match`` finds the right entry in a real traceback: many lines, the error at the
-  bottom, pytest's ``E`` prefixes, sizes and keys other than the entry's example.
+  bottom, pytest's ``E`` prefixes, sizes and keys other than the entry's example; a near
+  miss shares a distinctive word with the error, never only "object has no attribute";
+- ``explain.py --error`` derives an answer from the live library for a missing attribute
+  or a bad keyword of a torchrl/tensordict object (real errors raised here), and none for
+  other objects; the double-to-float entry's fix is run.
 """
 
 from __future__ import annotations
@@ -247,3 +251,108 @@ def test_signatures_are_the_stable_part_of_the_message():
     """No signature carries an example's tensor size: sizes differ in every user's message."""
     sized = [f"{e.id}: {s}" for e in ERRORS for s in e.signatures if re.search(r"torch\.Size\(\[\d", s)]
     assert sized == [], f"move sizes into a pattern: {sized}"
+
+
+# ---------------------------------------------------------------------------- derived answers
+# The misuses below are spelled with getattr/** so that the drift scanner's self-scan
+# (test_development_and_testing_drift.py::test_live_rules_report_nothing_on_the_bundles_own_code)
+# does not report them: they are meant to raise.
+def _raised(fn) -> str:
+    try:
+        fn()
+    except Exception as err:  # the real message, as a traceback's last line shows it
+        return f"{type(err).__name__}: {err}"
+    raise AssertionError("no error raised")
+
+
+def _explain_error(text: str):
+    from conftest import rows, run_main
+
+    code, report = run_main("scripts/explain", "--error", text)
+    return code, report["checks"], rows(report)
+
+
+def test_a_missing_attribute_names_the_live_attributes_and_no_unrelated_entry():
+    from torchrl.data import Bounded
+
+    text = _raised(lambda: getattr(Bounded(-1, 1, shape=(1,)).space, "minimum"))
+    assert text == "AttributeError: 'ContinuousBox' object has no attribute 'minimum'"
+    assert ei.match(text) == []  # it shares only "object has no attribute" with the GPT-2 entry
+    code, checks, by_name = _explain_error(text)
+    assert code == 0 and checks[0]["name"] == "derived:no-attribute", checks
+    detail = by_name["derived:no-attribute"][1]
+    assert "ContinuousBox has no attribute minimum; closest: low" in detail and "high" in detail
+    assert by_name["error:no-match"][0] == "skip" and "nearest" not in by_name["error:no-match"][1]
+    code, _, by_name = _explain_error(_raised(lambda: getattr(Bounded, "minimum")))
+    assert "Bounded has no attribute minimum; closest: low" in by_name["derived:no-attribute"][1]
+    assert "keyword of torchrl.data.Bounded" in by_name["derived:no-attribute"][1]
+
+
+def test_a_module_attribute_names_the_submodule_that_defines_it():
+    import torchrl.data
+
+    text = _raised(lambda: torchrl.data.ContinuousBox)
+    assert text == "AttributeError: module 'torchrl.data' has no attribute 'ContinuousBox'"
+    _, _, by_name = _explain_error(text)
+    assert "from torchrl.data.tensor_specs import ContinuousBox" in by_name["derived:no-attribute"][1]
+    ranked = ei.match("AttributeError: module 'torchrl.data' has no attribute 'CompositeSpec'")
+    assert ranked and ranked[0][1].id == "cannot-import-name-compositespec-from-torchrl"  # a near miss that shares a name
+
+
+def test_a_bad_keyword_or_missing_argument_prints_the_live_signature():
+    from torchrl.data import LazyTensorStorage
+    from torchrl.envs import StepCounter
+
+    text = _raised(lambda: StepCounter(**{"max_step": 3}))
+    assert text == "TypeError: StepCounter.__init__() got an unexpected keyword argument 'max_step'"
+    code, checks, by_name = _explain_error(text)
+    detail = by_name["derived:call-signature"][1]
+    assert code == 0 and "StepCounter has no keyword max_step; closest: max_steps" in detail
+    assert "signature: StepCounter(max_steps=None" in detail
+    text = _raised(lambda: LazyTensorStorage())
+    assert "missing 1 required positional argument: 'max_size'" in text
+    assert "LazyTensorStorage requires max_size" in _explain_error(text)[2]["derived:call-signature"][1]
+    # an older Python names only __init__(): the call in the traceback's source line names the class
+    trace = ('Traceback (most recent call last):\n  File "/home/u/ddpg.py", line 12, in <module>\n'
+             "    rb = ReplayBuffer(storag=LazyTensorStorage(1000), batch_size=32)\n"
+             "TypeError: __init__() got an unexpected keyword argument 'storag'\n")
+    assert "ReplayBuffer has no keyword storag; closest: storage" in _explain_error(trace)[2]["derived:call-signature"][1]
+
+
+def test_objects_outside_torchrl_get_no_derived_answer():
+    import _explain_errors as ee
+
+    assert ee.derived("AttributeError: 'NoneType' object has no attribute 'foo'") == []
+    assert ee.derived("TypeError: MyEnv.__init__() got an unexpected keyword argument 'k'") == []
+    code, _, by_name = _explain_error("AttributeError: 'MyEnv' object has no attribute 'foo'")
+    assert code == 1 and by_name["error:no-match"][0] == "fail" and "derived:no-attribute" not in by_name
+
+
+def test_near_misses_need_a_distinctive_shared_word():
+    assert ei.distinctive({"object", "has", "attribute", "attributeerror", "__init__", "torchrl"}) == set()
+    assert ei.distinctive({"object", "compositespec"}) == {"compositespec"}
+
+
+def test_double_to_float_fix_converts_only_float64_entries():
+    """The fix of double-to-float-key-not-float64, run: DoubleToFloat() over Pendulum-v1
+    (float32 in GymEnv) converts nothing; over a float64 entry it converts that one only."""
+    import torch
+    from _tiny import TinyEnv
+    from torchrl.data import Composite, Unbounded
+    from torchrl.envs import DoubleToFloat, GymEnv, TransformedEnv
+    from torchrl.envs.utils import check_env_specs
+
+    assert GymEnv("Pendulum-v1").observation_spec["observation"].dtype == torch.float32
+    named = TransformedEnv(GymEnv("Pendulum-v1"), DoubleToFloat(in_keys=["observation"]))
+    assert _raised(lambda: named.observation_spec) == "TypeError: observation_spec.dtype is not torch.float64"
+    for env in (TransformedEnv(GymEnv("Pendulum-v1"), DoubleToFloat()), GymEnv("Pendulum-v1")):
+        check_env_specs(env)
+        assert env.observation_spec["observation"].dtype == torch.float32
+
+    class Mixed(TinyEnv):
+        def __init__(self):
+            super().__init__()
+            self.observation_spec = Composite(observation=Unbounded(shape=(3,)), wide=Unbounded(shape=(2,), dtype=torch.float64))
+
+    env = TransformedEnv(Mixed(), DoubleToFloat())
+    assert env.transform.in_keys == ["wide"] and env.observation_spec["wide"].dtype == torch.float32

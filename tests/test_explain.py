@@ -2,7 +2,8 @@
 prints by kind match ground truth computed here on the real library (torchrl 0.14.1).
 
 Shared helper kept here (not in conftest): ``lines(name)`` runs the explanation in this
-process and returns its text.
+process and returns its text. Over 400 lines on purpose: each kind's ground truth sits
+next to the fact it checks (split by kind if it grows further).
 """
 
 from __future__ import annotations
@@ -323,6 +324,21 @@ def test_unknown_and_removed_names(capsys):
     assert "removed in 0.11.0" in detail and "api-changes.md#removed-or-moved-names" in detail
     assert "torchrl.objectives.ClipPPOLoss" in rows(report)["explain:ClipPPOLos"][1]
     jsonschema.validate(report, SCHEMA)
+
+
+def test_a_name_only_a_submodule_defines_is_found_there():
+    """ContinuousBox, the type of Bounded(...).space, is in no public __all__ (0.14.1)."""
+    from torchrl.data import Bounded
+
+    box = type(Bounded(-1, 1, shape=(1,)).space)
+    hit = en.resolve("ContinuousBox")
+    assert hit.obj is box and hit.path == f"{box.__module__}.ContinuousBox" and not hit.public
+    text = lines("ContinuousBox")
+    assert f"import: from {box.__module__} import ContinuousBox" in text and "not exported" in text
+    assert "ContinuousBox.low" in lines("ContinuousBox.low")
+    assert not isinstance(en.resolve("NoSuchThingXyz"), en.Found) and not isinstance(en.resolve("_zip_strict"), en.Found)
+    found, out = explain.explain_lines("NoSuchThingXyz", VERSIONS)
+    assert not found and f"not in torchrl {VERSIONS['torchrl']}" in out[0]
 
 
 def test_version_outside_the_verified_range_is_said():
