@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import _api_table as at
+import _forwarded_kwargs as forwarded
 import _live_api as live
 import _live_overrides as overrides
 from skill_report import first_line, installed_version
@@ -547,6 +548,8 @@ def scan_source(path: str, text: str, table: dict) -> tuple[list[Finding], dict]
         warnings.simplefilter("ignore")
         try:
             sc.visit(tree)
+            forwarded.check_forwarded(tree, sc)  # dict keys a torchrl callable hands to another class
+            forwarded.check_space_attributes(tree, sc, Finding)
         except RecursionError:
             return [Finding(path, 0, "unparsable", Path(path).name, None, "not scanned",
                             note="RecursionError: nested too deeply to scan; not scanned")], {"refs": 0, "calls": 0}

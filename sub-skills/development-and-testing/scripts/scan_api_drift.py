@@ -7,7 +7,10 @@ that the installed version lacks (with its replacement from api_changes.json, wh
 lives now, or the closest names), a class attribute that does not exist, every keyword
 of a call that the installed callable does not accept (its signature, with **kwargs
 followed into the functions it forwards to; the accepted names and the closest match
-are printed), an override in your subclass of a torchrl class that cannot take the
+are printed), each key of a dict that a torchrl callable hands to a class it builds
+(ProbabilisticActor(distribution_class=TanhDelta, distribution_kwargs={"min": ...}) ends in
+TanhDelta(min=...)) judged against that class, a spec.space.minimum/.maximum read (renamed
+low/high in 0.2.0), an override in your subclass of a torchrl class that cannot take the
 calls torchrl makes (e.g. an EnvBase subclass with def close(self), while torchrl calls
 close(raise_if_closed=...)), every read/write of the legacy "sample_log_prob" string
 key, and deprecated names (failures only with --strict). The legacy key passed as an
