@@ -233,7 +233,17 @@ CHECKS = [
 
 
 def run_checks(args, report) -> None:
-    sr.run_declared(CHECKS, report, args=args)
+    import torch
+
+    # The tiny model's matmuls gain nothing from a second thread, and on a 2-core machine
+    # with the other core busy its wait made generation and the losses 2-5x slower
+    # (measured). The caller's thread count comes back afterwards (run_all_checks.py).
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        sr.run_declared(CHECKS, report, args=args)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def main(argv=None):
