@@ -5,7 +5,8 @@ audit clean.
 
 Every fixture run is a real audit (a child process with torchrl instrumented), bounded by
 --max-frames or by the fixture's own end, never by wall time; runs are cached so that tests
-sharing one read it once. Tests are grouped (xdist_group) so a cached run stays on one worker.
+sharing one read it once. Only tests that share a run are grouped (xdist_group), so that
+run is made once on one worker; the others spread over the workers.
 """
 
 from __future__ import annotations
@@ -52,7 +53,6 @@ def passes(target, row_name, *argv, says=()):
 TN = AUDIT / "target_network"
 
 
-@pytest.mark.xdist_group("audit-dqn")
 @pytest.mark.parametrize("variant, says", [
     ("never", ["step() never called", "updater.step() after each optimizer.step()"]),
     ("inside", ["each construction copies the online weights into the target", "equalled the online net"]),
@@ -62,14 +62,13 @@ def test_target_network_fails_broken(variant, says):
     fails(TN / "broken.py", "target-network", "--max-frames", "600", "--", "--variant", variant, says=says)
 
 
-@pytest.mark.xdist_group("audit-dqn")
+@pytest.mark.xdist_group("audit-target-network-fixed")
 def test_target_network_passes_fixed_soft_and_hard():
     passes(TN / "fixed.py", "target-network", "--max-frames", "600", says=["SoftUpdate(tau=0.05) stepped 48 times"])
     # HardUpdate copies on the call after its counter reaches the interval: N=10 -> every 11 steps
     passes(TN / "fixed.py", "target-network", "--max-frames", "600", "--", "--variant", "hard", says=["copied every 11 optimizer steps"])
 
 
-@pytest.mark.xdist_group("audit-sac")
 def test_optimizer_coverage_broken_and_fixed():
     path = AUDIT / "optimizer_coverage"
     fails(path / "broken.py", "optimizer-coverage", "--max-frames", "300",
@@ -79,7 +78,6 @@ def test_optimizer_coverage_broken_and_fixed():
     passes(path / "fixed.py", "optimizer-coverage", "--max-frames", "300")
 
 
-@pytest.mark.xdist_group("audit-ppo")
 def test_exploration_deterministic_rollouts_broken_and_fixed():
     path = AUDIT / "exploration"
     fails(path / "broken.py", "exploration", "--max-frames", "300",
@@ -87,7 +85,7 @@ def test_exploration_deterministic_rollouts_broken_and_fixed():
     passes(path / "fixed.py", "exploration", "--max-frames", "300", says=["differ from the deterministic action"])
 
 
-@pytest.mark.xdist_group("audit-dqn")
+@pytest.mark.xdist_group("audit-target-network-fixed")
 def test_exploration_annealing_never_stepped_fails_and_per_frame_passes():
     fails(AUDIT / "exploration" / "broken_annealing.py", "exploration", "--max-frames", "600", "--", "--variant", "never",
           says=["stayed at 1 (its initial value) over 600 collected frames", "step(data.numel())"])
@@ -96,7 +94,6 @@ def test_exploration_annealing_never_stepped_fails_and_per_frame_passes():
     passes(TN / "fixed.py", "exploration", "--max-frames", "600", says=["EGreedyModule 1 -> 0.43 over 600 frames"])
 
 
-@pytest.mark.xdist_group("audit-ppo")
 def test_transforms_broken_and_fixed():
     path = AUDIT / "transforms"
     fails(path / "broken.py", "transforms", says=["append_transform(...) returns a new TransformedEnv", "overrides _call but not _reset"])
@@ -105,7 +102,6 @@ def test_transforms_broken_and_fixed():
     passes(path / "fixed.py", "transforms", says=["RewardScaling+ScaleObservationFixed+ObservationNorm+StepCounter"])
 
 
-@pytest.mark.xdist_group("audit-ppo")
 def test_time_limit_broken_and_fixed():
     path = AUDIT / "time_limit"
     detail = fails(path / "broken.py", "time-limit", "--max-frames", "300", says=["`terminated` at exactly step 20", "StepCounter(max_steps=20)"])
@@ -119,7 +115,6 @@ def test_time_limit_broken_and_fixed():
     assert "ignore this row" not in detail
 
 
-@pytest.mark.xdist_group("audit-ppo")
 @pytest.mark.parametrize("variant, says", [
     ("flatten", ["ran on [[100]] data although the collector produced [[4, 25]]", "before reshape(-1)"]),
     ("recompute", ["ClipPPOLoss computed advantages itself", "writes 'adv'", "loss.set_keys(advantage='adv')"]),
@@ -129,12 +124,10 @@ def test_batched_layout_fails_broken(variant, says):
     fails(AUDIT / "batched_layout" / "broken.py", "batched-layout", "--max-frames", "400", "--", "--variant", variant, says=says)
 
 
-@pytest.mark.xdist_group("audit-ppo")
 def test_batched_layout_passes_fixed():
     passes(AUDIT / "batched_layout" / "fixed.py", "batched-layout", says=["trajectories intact", "slices intact"])
 
 
-@pytest.mark.xdist_group("audit-sac")
 def test_vector_autoreset_broken_and_fixed():
     path = AUDIT / "vector_autoreset"
     fails(path / "broken.py", "vector-autoreset", "--max-frames", "400", says=["autoreset_mode=NEXT_STEP", "had reward [0.0]", "SAME_STEP"])
@@ -142,14 +135,12 @@ def test_vector_autoreset_broken_and_fixed():
     assert row(path / "fixed.py", "transforms", "--max-frames", "400")[0] != "fail"  # torchrl's own wrapping is not a dropped env
 
 
-@pytest.mark.xdist_group("audit-ppo")
 def test_identical_workers_broken_and_fixed():
     path = AUDIT / "identical_workers"
     fails(path / "broken.py", "identical-workers", "--max-frames", "240", says=["only 1 distinct first resets", "env.set_seed(seed)"])
     passes(path / "fixed.py", "identical-workers", "--max-frames", "240", says=["4 distinct first resets for 4 workers"])
 
 
-@pytest.mark.xdist_group("audit-dqn")
 def test_prioritized_replay_broken_and_fixed():
     path = AUDIT / "prioritized_replay"
     fails(path / "broken.py", "prioritized-replay", "--max-frames", "300", says=["priorities never updated", "update_tensordict_priority"])
@@ -158,14 +149,12 @@ def test_prioritized_replay_broken_and_fixed():
     passes(path / "fixed.py", "prioritized-replay", "--max-frames", "300", says=["24 priority updates"])
 
 
-@pytest.mark.xdist_group("audit-ppo")
 def test_episode_stats_broken_and_fixed():
     path = AUDIT / "episode_stats"
     fails(path / "broken.py", "episode-stats", "--max-frames", "300", says=["reads data['done']", "data['next', 'done']"])
     passes(path / "fixed.py", "episode-stats", "--max-frames", "300")
 
 
-@pytest.mark.xdist_group("audit-dqn")
 def test_dqn_project_one_run_names_all_four_faults():
     code, rows = audit(str(AUDIT / "project_dqn" / "train.py"), "--max-frames", "600")
     assert code == 1
@@ -182,7 +171,6 @@ def test_dqn_project_one_run_names_all_four_faults():
     assert f"replay-buffer samples of {config.BATCH_SIZE} elements each" in detail and "low for" not in detail
 
 
-@pytest.mark.xdist_group("audit-ppo")
 def test_ppo_project_one_run_names_all_four_faults():
     code, rows = audit(str(AUDIT / "project_ppo" / "train.py"), "--max-frames", "600", "--", "--envs", "4")
     assert code == 1
@@ -190,7 +178,6 @@ def test_ppo_project_one_run_names_all_four_faults():
     assert failed == {"transforms", "time-limit", "batched-layout", "identical-workers"}, rows
 
 
-@pytest.mark.xdist_group("audit-sac")
 @pytest.mark.parametrize("target", [
     "sub-skills/objectives-and-training/assets/ppo_user_env_wiring.py:build_wiring",
     "sub-skills/development-and-testing/assets/modern_example.py",
@@ -204,7 +191,7 @@ def test_bundled_known_good_recipes_audit_clean(target):
 PROBE_SHAPES = AUDIT / "probe_shapes" / "train.py"
 
 
-@pytest.mark.xdist_group("audit-ppo")
+@pytest.mark.xdist_group("audit-probe-shapes")
 def test_probes_measure_scalar_leaves_and_flat_slices_of_ndim2_storage():
     # SerialEnv of PendulumEnv: "th"/"thdot" have no feature dim; [4, 1] batches in
     # LazyTensorStorage(ndim=2), flat [64] SliceSampler samples: both rows measure
@@ -214,7 +201,7 @@ def test_probes_measure_scalar_leaves_and_flat_slices_of_ndim2_storage():
     passes(PROBE_SHAPES, "batched-layout", *args, says=["SliceSampler: ", "slices intact"])
 
 
-@pytest.mark.xdist_group("audit-ppo")
+@pytest.mark.xdist_group("audit-probe-shapes")
 def test_transforms_counts_the_steps_a_serial_env_makes_through_its_sub_envs():
     detail = passes(PROBE_SHAPES, "transforms", "--max-frames", "2000", says=["4 x StepCounter", "ScaleObs (500 steps, 3 resets)"])
     # 2000 frames over 4 sub-envs: 500 steps each, truncated at 200 -> 2 resets after the first
@@ -252,7 +239,6 @@ def test_a_probe_error_shows_in_its_detectors_row_as_not_measured():
         audit_run.detector_check(other)(observed)
 
 
-@pytest.mark.xdist_group("audit-ppo")
 def test_env_seeding_broken_and_fixed():
     path = AUDIT / "env_seeding"
     import _error_index
@@ -270,7 +256,6 @@ def test_env_seeding_broken_and_fixed():
     passes(path / "fixed.py", "env-seeding", "--max-frames", "300", says=["none re-seeded torch's global RNG"])
 
 
-@pytest.mark.xdist_group("audit-ppo")
 def test_observation_scale_names_an_unscaled_step_count_and_not_a_scaled_one():
     path = AUDIT / "observation_scale"
     detail = passes(path / "broken.py", "info:observation-scale", "--max-frames", "300",

@@ -26,10 +26,15 @@ def test_default_run_passes_all_contracts():
     ],
 )
 def test_buffer_contract_rejects_broken_buffer(make, words):
-    with pytest.raises(CheckFailed) as err:
-        check_component_contracts.check_buffer_contract(make())
-    assert words in str(err.value)
-    assert "LazyStackStorage" in str(err.value)
+    import torch
+
+    # under every seed: one pass of a with-replacement sampler is a permutation ~9% of the time
+    for seed in range(20):
+        torch.manual_seed(seed)
+        with pytest.raises(CheckFailed) as err:
+            check_component_contracts.check_buffer_contract(make())
+        assert words in str(err.value)
+        assert "LazyStackStorage" in str(err.value)
 
 
 @pytest.mark.parametrize(
