@@ -156,6 +156,17 @@ def print_row(c: CheckResult) -> None:
     print(f"{c.status.upper():<8} {c.name:<34} ({c.seconds:6.2f}s)  {c.detail}", flush=True)
 
 
+def _chained(err: BaseException, types: tuple) -> BaseException | None:
+    """The first exception of ``types`` in ``err``'s ``__cause__``/``__context__`` chain."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, types):
+            return err
+        err = err.__cause__ or err.__context__
+    return None
+
+
 @dataclass
 class Report:
     """Collects check results and prints them as a table or one JSON object.
@@ -237,6 +248,13 @@ class Report:
                 raise
             except BaseException as err:  # a crash inside a check is that check's failure
                 status, detail = "fail", f"{first_line(err)} (raised at {_user_code.error_site(err)})"
+                # the time limit or Ctrl-C fired inside compiled code (Ray's serializer), which
+                # re-raised it as "SystemError: ... returned a result with an exception set"
+                cause = _chained(err, (KeyboardInterrupt, _user_code.TimeLimitExceeded))
+                if isinstance(cause, KeyboardInterrupt):
+                    raise cause from None
+                if cause is not None:
+                    detail = f"{cause} (surfaced as {type(err).__name__} from compiled code)"
         self.add(name, status, detail, time.perf_counter() - start)
         return value
 
