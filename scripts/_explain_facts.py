@@ -78,7 +78,7 @@ def signature_text(obj, label: str) -> str:
     if not callable(obj):
         return f"not callable: {type(obj).__name__} {_short_repr(obj)}"
     try:
-        sig = _signature(obj)
+        sig = live_signature(obj)
         return f"{label}{_plain(sig)}"
     except (TypeError, ValueError):
         first = (inspect.getdoc(obj) or "").strip().splitlines()
@@ -97,13 +97,8 @@ def _drop_self(sig: inspect.Signature) -> inspect.Signature:
 
 
 def live_signature(obj) -> inspect.Signature:
-    """The real signature of a class or callable (:func:`_signature`); TypeError/ValueError
-    when it has none."""
-    return _signature(obj)
-
-
-def _signature(obj) -> inspect.Signature:
-    """``inspect.signature``, seeing through what hides the real parameters: a metaclass
+    """The real signature of a class or callable (TypeError/ValueError when it has none):
+    ``inspect.signature``, seeing through what hides the real parameters: a metaclass
     ``__call__`` that takes ``(*args, ..., **kwargs)`` (ReplayBuffer, Collector's own
     ``__signature__`` aside) and an ``__init__(*args, **kwargs)`` whose real forms are
     ``typing.overload`` stubs (TransformedEnv, 0.14.1)."""
@@ -161,7 +156,7 @@ def forwarded_params(obj, depth: int = 3, shown: set | None = None) -> list[tupl
 
     func = obj.__init__ if isinstance(obj, type) else obj
     try:
-        sig = _signature(obj)
+        sig = live_signature(obj)
     except (TypeError, ValueError):
         return []
     var_kw = next((p.name for p in sig.parameters.values() if p.kind == p.VAR_KEYWORD), None)
@@ -180,7 +175,7 @@ def forwarded_params(obj, depth: int = 3, shown: set | None = None) -> list[tupl
         if callee is None:
             continue
         try:
-            target = _signature(callee)
+            target = live_signature(callee)
         except (TypeError, ValueError):
             continue
         extra = [p.replace(kind=p.KEYWORD_ONLY) for p in target.parameters.values()
@@ -265,7 +260,7 @@ def first_paragraph(obj, limit: int = 500) -> str:
 def parameter_groups(obj) -> list[str]:
     """``"purpose: name, name"`` lines for the parameters of ``obj``'s signature."""
     try:
-        params = [p for p in _signature(obj).parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        params = [p for p in live_signature(obj).parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     except (TypeError, ValueError):
         return []
     if len(params) < 4:

@@ -14,7 +14,7 @@ import contextlib
 import inspect
 import warnings
 
-from _explain_facts import _default, _short_repr, _signature, forwarded_params
+from _explain_facts import _default, _short_repr, forwarded_params, live_signature
 
 
 def _defined_in(cls, method: str) -> str:
@@ -187,7 +187,7 @@ def module_facts(obj) -> list[str]:
     """For modules with a ``default_interaction_type`` (own or through ``**kwargs``): what
     they do outside any exploration context."""
     try:
-        params = dict(_signature(obj).parameters)
+        params = dict(live_signature(obj).parameters)
     except (TypeError, ValueError):
         return []
     for _, extra in forwarded_params(obj):
