@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from skill_report import AREAS  # noqa: E402  ("root" and the six sub-skills)
+from skill_report import AREAS, bundle_text  # noqa: E402  ("root" and the six sub-skills)
 
 INDEX_PATH = Path(__file__).resolve().parent / "error_index.json"
 SCHEMA_ID = "torchrl-skill.errors/1"
@@ -40,7 +40,7 @@ END_MARK = "<!-- END GENERATED -->"
 REQUIRED = ("id", "area", "title", "cause", "fix", "verify", "versions")
 OPTIONAL = (
     "section", "short", "context", "signatures", "patterns", "names", "reports", "proof", "unreproducible",
-    "also", "page",
+    "also", "page", "since", "until", "verified_on",
 )
 DEFAULT_PAGE = "troubleshooting.md"
 
@@ -53,7 +53,10 @@ class ErrorEntry:
     TorchRL/TensorDict names the entry is about (explain.py shows it for them). ``also``:
     other areas whose page carries a one-line pointer to this entry. ``page_name``: the
     file (under the area's ``references/``) it is rendered on, when an area's entries are
-    split over several pages (JSON field ``page``)."""
+    split over several pages (JSON field ``page``). ``since``/``until``: the first torchrl
+    release the entry applies to / no longer applies to (None: not known, or still applies);
+    ``verified_on``: the torchrl releases on which its proof ran and held (stamped by
+    ``benchmarks/stamp_versions.py`` from the version matrix)."""
 
     id: str
     area: str
@@ -73,6 +76,9 @@ class ErrorEntry:
     unreproducible: str = ""
     also: tuple[str, ...] = ()
     page_name: str = DEFAULT_PAGE
+    since: str | None = None
+    until: str | None = None
+    verified_on: tuple[str, ...] = ()
     _compiled: tuple = field(default=(), repr=False, compare=False)
 
     @property
@@ -95,7 +101,11 @@ class ErrorEntry:
         return f"tests/error_triggers/{self.id.replace('-', '_')}.py"
 
     def plain(self, name: str) -> str:
-        """A text field with markdown emphasis and links reduced to plain text (for CLI lines)."""
+        """A text field with markdown emphasis and links reduced to plain text (for CLI lines).
+
+        Records the read (``skill_report.bundle_text``): a report row built from it is marked
+        unverified when the installed torchrl is on none of the lines in ``verified_on``."""
+        bundle_text(self.verified_on)
         text = getattr(self, name)
         text = re.sub(r"\[([^\]]+)\]\([^)]+\)", r"\1", text)
         return " ".join(text.replace("**", "").split())

@@ -267,6 +267,7 @@ def main(argv=None) -> int:
         checked_names(args)  # a malformed NAME exits 2 before the 5 s torchrl import
     versions = sr.stack_versions() if error_mode else probe_stack()
     report = sr.Report(__file__, json_mode=args.json, versions=versions)
+    report.note_stack()
     run_checks(args, report)
     return report.finish()
 

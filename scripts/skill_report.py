@@ -55,6 +55,7 @@ import _user_code  # noqa: E402
 from _cli import EXIT_CODES_HELP, add_device_flag, add_timeout_flag, int_at_least, make_parser, number_above  # noqa: E402,F401
 from _processes import child_processes, leftover_processes  # noqa: E402,F401
 from _stack import SUPPORTED, VERIFIED, installed_version, plain_torchrl_logs, require_stack, stack_versions  # noqa: E402,F401
+from _stack import bundle_text, clear_bundle_text, stack_note, take_unverified_mark  # noqa: E402,F401
 
 SCHEMA_ID = "torchrl-skill.report/1"
 # Where scripts live: "root" (scripts/) and the six sub-skills (sub-skills/<name>/scripts/).
@@ -195,11 +196,20 @@ class Report:
         """Record a result directly (e.g. a backend probe that needs no try block)."""
         if status not in ("pass", "fail", "skip", "missing"):
             raise ValueError(f"unknown status {status!r}")
-        result = CheckResult(name, status, round(float(seconds), 3), one_line(detail))
+        # a row quoting the bundle's text (sr.bundle_text) off the line it was verified on says so
+        result = CheckResult(name, status, round(float(seconds), 3), one_line(detail) + take_unverified_mark())
         self.checks.append(result)
         if not self.json_mode:
             print_row(result)
         return result
+
+    def note_stack(self) -> None:
+        """Open the report with one ``stack:version`` row when the stack is not the verified
+        one (``_stack.stack_note``: what runs here, what was verified, what the version
+        matrix ran on this line); nothing on the verified stack."""
+        note = stack_note(self.versions or stack_versions())
+        if note:
+            self.add("stack:version", "pass", note)
 
     def skip_all(self, names, reason: str) -> None:
         """Record every check in ``names`` as skipped for ``reason``."""
@@ -230,6 +240,7 @@ class Report:
         """
         start = time.perf_counter()
         status, detail, value = "pass", "", None
+        clear_bundle_text()
         with self.quiet_stdout():
             try:
                 with _user_code.time_limit(self.timeout, f"check {name}"):
@@ -422,6 +433,7 @@ def standard_main(
         versions=versions,
         timeout=getattr(args, "timeout", None),
     )
+    report.note_stack()
     run_checks(args, report)
     return report.finish()
 

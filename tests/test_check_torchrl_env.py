@@ -165,7 +165,7 @@ def test_venv_with_only_torch_exits_2_in_one_line(torch_213_venv, tmp_path):
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
-    assert "tensordict is not installed" in lines[0] and "pip install" in lines[0]
+    assert "torchrl is not installed" in lines[0] and "pip install" in lines[0]
     assert proc.stdout == ""
 
 
@@ -250,17 +250,36 @@ def _fake_stack(monkeypatch, **versions):
     monkeypatch.setattr(f"{sr.require_stack.__module__}.installed_version", lambda dist: {**verified, **versions}.get(dist))
 
 
-@pytest.mark.parametrize("torchrl", ["0.13.1", "0.15.0"])
-def test_torchrl_outside_the_verified_line_exits_2(monkeypatch, capsys, torchrl):
-    _fake_stack(monkeypatch, torchrl=torchrl)
+@pytest.mark.parametrize("torchrl", ["0.10.1", "0.15.0"])
+def test_torchrl_outside_the_supported_lines_exits_2(monkeypatch, capsys, torchrl):
+    _fake_stack(monkeypatch, torchrl=torchrl, tensordict=torchrl)
     with pytest.raises(sr.CannotRun):
         sr.require_stack(import_torchrl=False)
-    assert f"torchrl {torchrl} is outside the range this bundle supports" in capsys.readouterr().err
+    assert f"torchrl {torchrl} is outside the range this bundle supports (torchrl>=0.11,<0.15)" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("tensordict", ["0.13.0", "0.15.0"])
-def test_tensordict_outside_the_verified_line_exits_2(monkeypatch, capsys, tensordict):
+@pytest.mark.parametrize("tensordict", ["0.10.0", "0.15.0"])
+def test_tensordict_outside_the_supported_lines_exits_2(monkeypatch, capsys, tensordict):
     _fake_stack(monkeypatch, tensordict=tensordict)
     with pytest.raises(sr.CannotRun):
         sr.require_stack(import_torchrl=False)
     assert f"tensordict {tensordict} is outside the range this bundle supports" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("torchrl, tensordict", [("0.11.1", "0.11.0"), ("0.12.0", "0.12.4"), ("0.13.3", "0.13.0"), ("0.14.0", "0.14.2")])
+def test_every_supported_line_with_its_tensordict_runs(monkeypatch, capsys, torchrl, tensordict):
+    _fake_stack(monkeypatch, torchrl=torchrl, tensordict=tensordict)
+    versions = sr.require_stack(import_torchrl=False)
+    assert versions["torchrl"] == torchrl and capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("torchrl, tensordict", [("0.13.3", "0.14.3"), ("0.14.1", "0.13.0")])
+def test_tensordict_of_another_line_exits_2_naming_the_line(monkeypatch, capsys, torchrl, tensordict):
+    # pip keeps the pair (torchrl pins tensordict's line); `pip install --no-deps` does not
+    _fake_stack(monkeypatch, torchrl=torchrl, tensordict=tensordict)
+    with pytest.raises(sr.CannotRun):
+        sr.require_stack(import_torchrl=False)
+    err = capsys.readouterr().err
+    line = torchrl.rsplit(".", 1)[0]
+    assert f"tensordict {tensordict} is not the line of torchrl {torchrl}" in err, err
+    assert f"pip install 'tensordict>={line},<0.{int(line[2:]) + 1}'" in err and len(err.strip().splitlines()) == 1

@@ -43,3 +43,57 @@ def test_any_other_crash_is_the_checks_failure_with_its_site():
     report.run("crash", boom)
     row = report.result("crash")
     assert row.status == "fail" and row.detail.startswith("ValueError: bad shape (raised at ")
+
+
+# ---------------------------------------------------------------------------- versions
+OLDER = {"python": "3.11.7", "torch": "2.12.1", "tensordict": "0.13.0", "torchrl": "0.13.3"}
+
+
+def test_an_older_line_opens_the_report_with_one_stack_row_and_the_verified_stack_does_not(capsys):
+    report = sr.Report("x.py", json_mode=True, versions=OLDER)
+    report.note_stack()
+    report.run("one", lambda: "done")
+    first = report.checks[0]
+    assert (first.name, first.status) == ("stack:version", "pass") and len(report.checks) == 2
+    assert "runs on torchrl 0.13.3, tensordict 0.13.0, torch 2.12.1" in first.detail
+    assert "verified on torchrl 0.14.1, tensordict 0.14.3, torch 2.14.1" in first.detail
+    verified = sr.Report("x.py", json_mode=True, versions={**OLDER, **sr.VERIFIED})
+    verified.note_stack()
+    assert verified.checks == []
+
+
+def test_the_stack_row_says_what_the_version_matrix_ran_on_that_line(monkeypatch):
+    import _stack
+
+    lines = {"lines": {"0.13": {"torchrl": "0.13.3", "tensordict": "0.13.0", "torch": "2.12.1",
+                                "matrix": {"date": "2026-12-01", "summary": "contract tests 40/41"}}}}
+    monkeypatch.setattr(_stack, "stack_lines", lambda: lines)
+    assert "the version matrix (2026-12-01) ran line 0.13 as torchrl 0.13.3" in sr.stack_note(OLDER)
+    assert "contract tests 40/41" in sr.stack_note(OLDER)
+    assert "has not run line 0.12" in sr.stack_note({**OLDER, "torchrl": "0.12.0", "tensordict": "0.12.4"})
+
+
+def _row_quoting_an_entry(verified_on, installed, monkeypatch):
+    import dataclasses
+
+    import _error_index as ei
+    import _stack
+
+    monkeypatch.setattr(_stack, "installed_version", lambda dist: installed)
+    entry = dataclasses.replace(ei.load()[0], verified_on=tuple(verified_on))
+    report = sr.Report("x.py", json_mode=True)
+    report.run("quote", lambda: f"cause: {entry.plain('cause')}")
+    report.run("own", lambda: "read from the installed library")
+    return report
+
+
+def test_a_row_quoting_the_bundles_text_is_marked_off_the_line_it_was_verified_on(monkeypatch):
+    report = _row_quoting_an_entry(["0.14.1"], "0.13.3", monkeypatch)
+    assert report.result("quote").detail.endswith("[unverified on torchrl 0.13.3: the bundle's text, verified on torchrl 0.14.1]")
+    assert "unverified" not in report.result("own").detail  # only the row that quoted it
+
+
+@pytest.mark.parametrize("verified_on, installed", [(["0.14.1"], "0.14.1"), (["0.14.1"], "0.14.0"), (["0.13.3", "0.14.1"], "0.13.1")])
+def test_no_mark_on_a_line_the_entry_was_verified_on(monkeypatch, verified_on, installed):
+    report = _row_quoting_an_entry(verified_on, installed, monkeypatch)
+    assert "unverified" not in report.result("quote").detail
