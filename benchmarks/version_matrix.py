@@ -1,0 +1,252 @@
+"""Run the bundle on every supported torchrl release line and write down what holds there.
+
+For each line (0.11, 0.12, 0.13, 0.14) it builds one environment (benchmarks/_matrix_envs.py:
+a venv over this interpreter holding that line's torch, tensordict and torchrl; pip's cache
+and the wheels cache are reused), then, from a snapshot of the bundle at its current commit
+(``git archive HEAD``, so edits made meanwhile do not leak in), runs with ``-n 1`` and
+``OMP_NUM_THREADS=1``:
+
+- ``contract``: the script contract (tests/test_script_contract.py: --help, exit codes,
+  one-line errors, the --json report and the default run of every script), the CLI
+  contract of explain.py and audit_run.py;
+- ``proofs``: every proof the bundle names: each error-index entry's trigger or test, and
+  every ``<!-- proof: ... -->`` test of the references;
+- ``recipes``: the bundled known-good recipes: audit_run.py and scan_api_drift.py on
+  sub-skills/development-and-testing/assets/modern_example.py, check_loss_wiring.py on
+  sub-skills/objectives-and-training/assets/ppo_user_env_wiring.py:build_wiring;
+- ``rows``: every api_changes.json row judged against the installed library
+  (scripts/_versions.py ``check_rows``: does the old name or keyword exist where the row's
+  versions say it does?);
+- ``abi``: which torch releases each cached torchrl wheel's compiled extension loads with
+  (benchmarks/_extension_abi.py).
+
+Results go to the cache (``results-<line>-<group>.json``); ``--write`` gathers them into
+scripts/stack_lines.json (read by the scripts' first row and check_torchrl_env.py) and the
+generated block of references/backend-compatibility.md. It measures; no test runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _extension_abi as abi  # noqa: E402
+import _matrix_envs as envs  # noqa: E402
+import _matrix_report as mr  # noqa: E402
+
+GROUPS = ("contract", "proofs", "recipes", "rows", "abi")
+CONTRACT = [
+    "tests/test_script_contract.py",
+    "tests/test_audit_cli.py",
+    "tests/test_explain.py::test_every_public_name_explains_with_a_signature",
+    "tests/test_explain.py::test_error_text_finds_its_entry_and_json_validates",
+    "tests/test_explain.py::test_error_file_with_a_whole_traceback",
+    "tests/test_explain.py::test_error_that_matches_nothing_exits_1",
+    "tests/test_explain.py::test_bad_input_exits_2_with_one_line",
+    "tests/test_explain.py::test_binary_error_file_exits_2",
+    "tests/test_explain.py::test_error_from_stdin",
+    "tests/test_explain.py::test_cli_keeps_optional_backends_out",
+]
+RECIPES = [
+    ("audit_run.py modern_example.py", ["scripts/audit_run.py", "--json", "--max-frames", "2000"]),
+    ("scan_api_drift.py modern_example.py", ["sub-skills/development-and-testing/scripts/scan_api_drift.py", "--json"]),
+    ("check_loss_wiring.py ppo_user_env_wiring.py", [
+        "sub-skills/objectives-and-training/scripts/check_loss_wiring.py", "--json",
+        "sub-skills/objectives-and-training/assets/ppo_user_env_wiring.py:build_wiring"]),
+]
+# torchrl releases whose extension is measured, and torch releases measured beyond the
+# lines' own: 2.9.1 (layered on the 0.11 venv, whose CUDA 12 libraries it needs) and the
+# 2.13.0 CPU wheel (layered on the 0.14 venv).
+ABI_TORCHRL = ["0.11.0", "0.11.1", "0.12.0", "0.13.1", "0.13.2", "0.13.3", "0.14.0", "0.14.1"]
+ABI_EXTRA_TORCH = [("torch==2.9.1", "0.11"), ("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "0.14")]
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def snapshot(cache: Path) -> tuple[Path, str]:
+    """The bundle at HEAD, exported once per commit under the cache: ``(folder, sha)``."""
+    sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    dest = cache / "src" / sha[:12]
+    if not (dest / "scripts").is_dir():
+        dest.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", "HEAD"], capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return dest, sha
+
+
+def child_env() -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TORCHRL_CONSOLE_STREAM")}
+    return {**env, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+def proof_nodes(src: Path) -> list[str]:
+    """Every test a proof names: error-index ``proof`` fields and references' proof comments."""
+    sys.path.insert(0, str(src / "scripts"))
+    try:
+        import _versions
+
+        return _versions.proof_nodes(src)
+    finally:
+        sys.path.remove(str(src / "scripts"))
+
+
+def run_pytest(python: str, src: Path, nodes: list[str], out: Path, timeout: int) -> dict:
+    """Run ``nodes`` with ``-n 1``; ``{node id: "passed" | "failed: first line" | "skipped: why"}``."""
+    xml = out.with_suffix(".xml")
+    cmd = [python, "-m", "pytest", "-n", "1", "-p", "no:randomly", "-q", "-rN", "--no-header",
+           f"--junitxml={xml}", "-o", "junit_family=xunit1", *nodes]
+    proc = subprocess.run(cmd, cwd=src, env=child_env(), capture_output=True, text=True, timeout=timeout)
+    if not xml.exists():
+        raise RuntimeError(f"pytest wrote no report (exit {proc.returncode}): {proc.stdout[-1500:]}{proc.stderr[-1500:]}")
+    results = {}
+    for case in ET.parse(xml).getroot().iter("testcase"):
+        node = f"{case.get('file') or case.get('classname', '').replace('.', '/') + '.py'}::{case.get('name')}"
+        bad = case.find("failure")
+        if bad is None:
+            bad = case.find("error")
+        skip = case.find("skipped")
+        if bad is not None:
+            results[node] = "failed: " + mr.first_line(bad.get("message") or bad.text or "")
+        elif skip is not None:
+            results[node] = "skipped: " + mr.first_line(skip.get("message") or "")
+        else:
+            results[node] = "passed"
+    return results
+
+
+def run_recipes(python: str, src: Path) -> dict:
+    """``{recipe: "passed" | "failed: ..."}``: each known-good recipe must exit 0 with no failed row."""
+    out = {}
+    for label, argv in RECIPES:
+        with tempfile.TemporaryDirectory() as cwd:
+            proc = subprocess.run([python, *[str(src / a) if a.endswith((".py",)) or ".py:" in a else a for a in argv]],
+                                  cwd=cwd, env=child_env(), capture_output=True, text=True, timeout=900)
+        try:
+            report = json.loads(proc.stdout)
+            failed = [f"{c['name']}: {c['detail'][:160]}" for c in report["checks"] if c["status"] == "fail"]
+        except ValueError:
+            failed = [f"no JSON report; stderr: {mr.first_line(proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else '')}"]
+        out[label] = "passed" if proc.returncode == 0 and not failed else f"failed: exit {proc.returncode}; {'; '.join(failed)[:400]}"
+    return out
+
+
+def run_rows(python: str, src: Path) -> dict:
+    """``{row label: "passed" | "failed: why"}`` from scripts/_versions.py check_rows, run in the line's env."""
+    code = "import json, sys; sys.path.insert(0, 'scripts'); import _versions; print('ROWS ' + json.dumps(_versions.check_rows()))"
+    proc = subprocess.run([python, "-c", code], cwd=src, env=child_env(), capture_output=True, text=True, timeout=900)
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("ROWS ")), None)
+    if line is None:
+        raise RuntimeError(f"check_rows printed nothing: {proc.stderr[-1500:]}")
+    return json.loads(line[5:])
+
+
+def run_line(line: envs.Line, groups: list[str], cache: Path, src: Path, sha: str) -> None:
+    record = envs.build(line, cache, log=log)
+    python = record["python"]
+    for group in groups:
+        if group == "abi":
+            continue
+        log(f"[{line.name}] {group}")
+        start = time.perf_counter()
+        if group == "contract":
+            results = run_pytest(python, src, CONTRACT, cache / f"results-{line.name}-contract.json", 7200)
+        elif group == "proofs":
+            results = run_pytest(python, src, proof_nodes(src), cache / f"results-{line.name}-proofs.json", 10800)
+        elif group == "recipes":
+            results = run_recipes(python, src)
+        else:
+            results = run_rows(python, src)
+        summary = mr.count(results)
+        (cache / f"results-{line.name}-{group}.json").write_text(json.dumps({
+            "line": line.name, "group": group, "commit": sha, "date": time.strftime("%Y-%m-%d"),
+            "versions": record["versions"], "seconds": round(time.perf_counter() - start, 1), "results": results}, indent=1) + "\n")
+        log(f"[{line.name}] {group}: {summary['passed']}/{summary['total']} passed in {time.perf_counter() - start:.0f} s")
+
+
+def run_abi(cache: Path) -> None:
+    """Measure every (torchrl release, torch release) pair; writes ``abi.json`` in the cache."""
+    wheels = []
+    for version in ABI_TORCHRL:
+        found = glob.glob(str(cache / "wheels" / f"torchrl-{version}-*.whl"))
+        if not found:
+            subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(cache / "wheels"),
+                            f"torchrl=={version}"], check=True, timeout=1800)
+            found = glob.glob(str(cache / "wheels" / f"torchrl-{version}-*.whl"))
+        wheels.append(Path(found[0]))
+    torch_envs = []
+    for line in envs.LINES.values():
+        torch_envs.append(abi.TorchEnv(line.torch, str(envs.build(line, cache, log=log)["python"])))
+    for spec, base in ABI_EXTRA_TORCH:
+        if spec.endswith(".whl"):
+            wheel = Path(spec)
+        else:
+            version = spec.split("==")[1]
+            found = glob.glob(str(cache / "wheels" / f"torch-{version}-*.whl"))
+            if not found:
+                subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(cache / "wheels"), spec],
+                               check=True, timeout=3600)
+                found = glob.glob(str(cache / "wheels" / f"torch-{version}-*.whl"))
+            wheel = Path(found[0])
+        if not wheel.exists():
+            log(f"abi: {wheel} not here; torch {wheel.name} not measured")
+            continue
+        folder = abi.torch_only(wheel, cache / "torch-only")
+        torch_envs.append(abi.TorchEnv(wheel.name.split("-")[1], str(envs.venv_python(cache, base)), (str(folder),)))
+    log(f"abi: {len(wheels)} torchrl wheels x {len(torch_envs)} torch releases")
+    measured = abi.measure(wheels, torch_envs, cache / "extensions", log=log)
+    (cache / "abi.json").write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "how": abi.__doc__.split("\n\n")[1].strip(),
+                                                "torchrl": measured}, indent=1) + "\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.strip(), formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="example:\n  python benchmarks/version_matrix.py --lines 0.11 0.14 --groups contract recipes\n"
+                                            "  python benchmarks/version_matrix.py --write   # gather the cached results\n\n"
+                                            "exit codes:\n  0    every group ran (what failed inside is data, not an error)\n"
+                                            "  1    an environment could not be built or a group could not run\n"
+                                            "  2    bad arguments\n  130  interrupted")
+    parser.add_argument("--lines", nargs="+", choices=list(envs.LINES), default=list(envs.LINES))
+    parser.add_argument("--groups", nargs="+", choices=GROUPS, default=list(GROUPS))
+    parser.add_argument("--cache", type=Path, default=envs.DEFAULT_CACHE, help=f"default: {envs.DEFAULT_CACHE}")
+    parser.add_argument("--write", action="store_true", help="only gather cached results into scripts/stack_lines.json "
+                        "and references/backend-compatibility.md (runs nothing)")
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    args.cache.mkdir(parents=True, exist_ok=True)
+    if args.write:
+        mr.write(args.cache, ROOT)
+        return 0
+    src, sha = snapshot(args.cache)
+    log(f"bundle at {sha[:12]} -> {src}")
+    try:
+        for name in args.lines:
+            run_line(envs.LINES[name], [g for g in args.groups if g != "abi"], args.cache, src, sha)
+        if "abi" in args.groups:
+            run_abi(args.cache)
+    except (RuntimeError, subprocess.CalledProcessError, subprocess.TimeoutExpired) as err:
+        print(f"version_matrix.py: error: {str(err)[-1500:]}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("version_matrix.py: interrupted", file=sys.stderr)
+        sys.exit(130)
