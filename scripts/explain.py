@@ -27,6 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import skill_report as sr  # noqa: E402
+import _versions  # noqa: E402  (version notes: the name in the newest line, fixes this release lacks)
 
 EXAMPLE = (
     "python $SKILL_DIR/scripts/explain.py ClipPPOLoss ReplayBuffer.extend torchrl.envs.TransformedEnv\n"
@@ -137,6 +138,7 @@ def explain_lines(name: str, versions: dict) -> tuple[bool, list[str]]:
                  + (f" ({hit.reason})" if hit.reason else "")]
         lines += fx.wrap("closest public names", ", ".join(hit.closest) or "none")
         lines += [ln for row in hit.renames for ln in fx.wrap("renamed or removed", rename_line(row))]
+        lines += [ln for note in _versions.name_notes(name, versions) for ln in fx.wrap("version", note)]
         return False, lines
     obj, kind = hit.obj, fx.kind_of(hit.obj)
     user = ":" in hit.asked
@@ -171,7 +173,7 @@ def explain_lines(name: str, versions: dict) -> tuple[bool, list[str]]:
         facts = [f"facts not measured: {type(err).__name__}: {str(err).splitlines()[0][:160] if str(err) else ''}"]
     for fact in facts:
         lines += fx.wrap("fact", fact)
-    for note in notes_for(hit.asked, obj):
+    for note in notes_for(hit.asked, obj) + _versions.name_notes(hit.asked, versions):
         lines += fx.wrap("note", note)
     return True, lines
 
@@ -223,7 +225,7 @@ def run_error(text: str, args, report: sr.Report) -> None:
     import _error_index as ei
     from _explain_errors import derived
 
-    answers = derived(text)
+    answers = derived(text) + _versions.error_answers(text, report.versions or sr.stack_versions())
     for name, lines in answers:
         if not report.json_mode:
             print("\n".join(lines))

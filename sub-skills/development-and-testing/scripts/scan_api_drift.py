@@ -20,6 +20,12 @@ from that actor adopts the key) and is printed as a passing [key-note], never a 
 Folders are scanned recursively (*.py, *.ipynb); a file that cannot be parsed is
 reported by name and the scan goes on. Exits 1 when it finds drift. With no PATH it
 scans a bundled example written against torchrl 0.14.1 (expected clean).
+
+With --to LINE (e.g. --to 0.14) it also plans the upgrade from the installed release line:
+the install command of the stack the version matrix ran on LINE, every name, import or
+keyword of your files that LINE removed or no longer exports (FILE:LINE old -> new, a
+failure) or deprecated (a skip; a failure with --strict), and the upstream bug fixes
+(pytorch/rl PR numbers) that LINE brings to the names your files use.
 """
 
 from __future__ import annotations
@@ -33,13 +39,15 @@ import skill_report as sr  # noqa: E402
 import _api_table as at  # noqa: E402
 from _drift_scan import Finding, iter_sources, scan_paths, scan_source  # noqa: E402,F401  (public API)
 
-EXAMPLE = "python $SKILL_DIR/sub-skills/development-and-testing/scripts/scan_api_drift.py my_project/ train.py --strict"
+EXAMPLE = ("python $SKILL_DIR/sub-skills/development-and-testing/scripts/scan_api_drift.py my_project/ train.py --strict\n"
+           "  python $SKILL_DIR/sub-skills/development-and-testing/scripts/scan_api_drift.py my_project/ --to 0.14")
 DEFAULT_EXAMPLE = Path(__file__).resolve().parents[1] / "assets" / "modern_example.py"
 def build_parser():
     parser = sr.make_parser(__doc__, EXAMPLE)
     parser.add_argument("paths", nargs="*", help="files or folders to scan (default: the bundled modern example)")
     parser.add_argument("--strict", action="store_true", help="also fail on deprecated names/keywords that still work")
     parser.add_argument("--table", default=str(at.TABLE_PATH), help="api_changes.json to use (default: the bundled one)")
+    parser.add_argument("--to", metavar="LINE", help="plan the upgrade to this torchrl release line (e.g. 0.14)")
     return parser
 
 
@@ -64,10 +72,63 @@ def scan_files(paths, table) -> sr.Passed:
                      (findings, scanned))
 
 
+def migration_plan(args, paths) -> sr.Passed:
+    """The upgrade from the installed line to ``--to``: install command, steps, fixes gained."""
+    import _migration as mg
+
+    installed = sr.installed_version("torchrl")
+    uses, _ = mg.uses_in(paths)
+    steps = mg.plan(uses, installed, args.to)
+    fixes = mg.fixes_for_uses(uses, installed, args.to)
+    stack = sr.stack_lines().get("lines", {}).get(args.to)  # the stack the version matrix ran on that line
+    install = (f"pip install torch=={stack['torch']} tensordict=={stack['tensordict']} torchrl=={stack['torchrl']}"
+               if stack else f"pip install 'torchrl>={args.to},<{next_line(args.to)}'")
+    breaks = sum(s.breaks for s in steps)
+    gained = sum(len(v) for v in fixes.values())
+    return sr.Passed(f"torchrl {installed} -> {args.to}: {install}; {breaks} change(s) your code needs there, "
+                     f"{len(steps) - breaks} deprecation(s); {gained} upstream fix(es) to {len(fixes)} name(s) it uses",
+                     (steps, fixes))
+
+
 CHECKS = [
     sr.Check("drift:table", load_table, gives="table"),
     sr.Check("drift:scan", scan_files, gives="scan"),
+    sr.Check("migrate:plan", migration_plan, gives="migration", flag="to"),
 ]
+
+
+def next_line(line: str) -> str:
+    major, minor = line.split(".")[:2]
+    return f"{major}.{int(minor) + 1}"
+
+
+def target_line(args) -> str | None:
+    """``--to`` as a release line, checked: a supported line, not older than the installed one (else exit 2)."""
+    if args.to is None:
+        return None
+    import _versions
+
+    oldest, newest = sr.SUPPORTED["torchrl"][0], _versions.newest_line()
+    line = sr.line_of(args.to) if args.to[:1].isdigit() else None
+    installed = sr.installed_version("torchrl")
+    if line is None or _versions.after(oldest, line) or _versions.after(line, newest):
+        sr.cannot_run(f"--to {args.to}: not a supported torchrl release line", f"pass a line from {oldest} to {newest}, e.g. --to {newest}")
+    if _versions.after(sr.line_of(installed), line):
+        sr.cannot_run(f"--to {args.to}: older than the installed torchrl {installed}", f"pass --to {sr.line_of(installed)} or a newer line")
+    return line
+
+
+def report_migration(report, migration, strict: bool) -> None:
+    """One row per step (a change the target needs fails; a deprecation skips unless ``strict``), then the fixes."""
+    steps, fixes = migration
+    for step in steps:
+        status = "fail" if step.breaks or strict else "skip"
+        report.add("migrate:name" if step.breaks else "migrate:deprecated", status,
+                   step.text() + ("" if step.breaks or strict else " (works there, warns; pass --strict to fail)"))
+    for name, found in sorted(fixes.items()):
+        shown = ", ".join(f"pytorch/rl#{f['pr']} ({f['first']})" for f in found[:8])
+        more = f" and {len(found) - 8} more" if len(found) > 8 else ""
+        report.add("migrate:fixes", "pass", f"{name}: {shown}{more} (scripts/upstream_index.json)")
 
 
 def report_findings(report, scan, strict: bool) -> None:
@@ -93,9 +154,12 @@ def run_checks(args, report) -> None:
     for p in [*paths, Path(args.table)]:
         if not p.exists():
             sr.cannot_run(f"path {p} does not exist", "pass existing .py/.ipynb files or folders")
+    args.to = target_line(args)
     found = sr.run_declared(CHECKS, report, args=args, paths=paths)
     if "scan" in found:
         report_findings(report, found["scan"], args.strict)
+    if "migration" in found:
+        report_migration(report, found["migration"], args.strict)
 
 
 def main(argv=None):

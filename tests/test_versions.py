@@ -1,0 +1,209 @@
+"""scripts/_versions.py and its generated data: what the bundle says about a torchrl release
+other than the installed one, and that the data behind it is true.
+
+- explain.py's version notes: on an older release, what a name is called or where it lives
+  in the newest line, and the upstream fixes to it that release lacks, each with its
+  boundary (the release that has the fix, or still has the old name, gets no note);
+- ``--error``: fixes that changed or removed a message, shown to a release lacking them only;
+- scripts/upstream_index.json holds facts only and agrees with the installed library; its
+  builder (benchmarks/build_fix_index.py) finds a fix in a small git history it is given;
+- ``check_rows`` holds on the verified stack and rejects a row that is wrong there;
+- benchmarks/stamp_versions.py reads since/until from the versions text and its stamp is
+  mechanical (re-running it changes nothing; only its own lines differ).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.metadata
+import json
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+from conftest import BUNDLE, run_main, rows
+
+import _versions
+
+sys.path.insert(0, str(BUNDLE / "benchmarks"))
+import build_fix_index  # noqa: E402
+import stamp_versions  # noqa: E402
+
+INDEX = json.loads((BUNDLE / "scripts" / "upstream_index.json").read_text())
+OLD = {"python": "3.11.7", "torch": "2.11.0", "tensordict": "0.12.4", "torchrl": "0.12.0"}
+
+
+def _release_before(version: str) -> str:
+    """A release of the index just before ``version`` (its predecessor in ``releases``)."""
+    releases = INDEX["releases"]
+    return releases[releases.index(version) - 1]
+
+
+# ---------------------------------------------------------------------------- explain NAME
+def test_an_old_collector_name_says_what_it_is_called_in_the_newest_line():
+    notes = _versions.name_notes("SyncDataCollector", OLD)
+    assert any(n.startswith("in torchrl 0.14: torchrl.collectors.Collector") and "removed in 0.13.0" in n for n in notes), notes
+    # the newest line itself gets no such note, nor a release that no longer has the name
+    assert not any("in torchrl 0.14" in n for n in _versions.name_notes("SyncDataCollector", {**OLD, "torchrl": "0.14.1"}))
+    assert not any("in torchrl 0.14" in n for n in _versions.name_notes("SyncDataCollector", {**OLD, "torchrl": "0.13.3"}))
+
+
+def test_a_name_added_later_says_the_release_that_added_it():
+    notes = _versions.name_notes("MultiAgentGAE", OLD)
+    assert notes and notes[0].startswith("added in torchrl 0.13: the installed 0.12.0 lacks it")
+    assert "from torchrl.objectives.value import MultiAgentGAE" in notes[0]
+    assert not any("added in" in n for n in _versions.name_notes("MultiAgentGAE", {**OLD, "torchrl": "0.13.3"}))
+
+
+@pytest.mark.parametrize("fix", [f for f in INDEX["fixes"] if f["first"] and f["first"] != INDEX["releases"][0]
+                                 and any(n[:1].isupper() for n in f["names"])][:6], ids=lambda f: f"pr{f['pr']}")
+def test_fixes_are_listed_to_the_release_before_the_fix_and_not_to_the_one_that_has_it(fix):
+    name = next(n for n in fix["names"] if n[:1].isupper())
+    before, first = _release_before(fix["first"]), fix["first"]
+    assert fix["pr"] in [f["pr"] for f in _versions.fixes_for(name, before)]
+    assert fix["pr"] not in [f["pr"] for f in _versions.fixes_for(name, first)]
+    note = _versions.name_notes(name, {**OLD, "torchrl": before})[-1]
+    assert f"pytorch/rl#{fix['pr']} ({first})" in note and f"torchrl {before} lacks" in note
+
+
+def test_explain_on_the_verified_stack_adds_no_version_note_to_a_name_without_missing_fixes():
+    code, report = run_main("scripts/explain", "StepCounter")
+    status, detail = rows(report)["explain:StepCounter"]
+    assert code == 0 and status == "pass" and "version:" not in detail
+    assert not any(c["name"] == "stack:version" for c in report["checks"])  # the verified stack: no first row
+
+
+# ---------------------------------------------------------------------------- explain --error
+def _removed_message_fix():
+    return next(f for f in INDEX["fixes"] if f["removed"] and f["first"])
+
+
+def test_an_error_whose_message_a_fix_removed_names_the_fix_to_a_release_lacking_it():
+    fix = _removed_message_fix()
+    text = "ValueError: " + fix["removed"][0].replace("{}", "3")
+    before = _release_before(fix["first"])
+    answers = _versions.error_answers(text, {**OLD, "torchrl": before})
+    assert [name for name, _ in answers] == [f"upstream:fix-{fix['pr']}"]
+    assert f"first in torchrl {fix['first']}; torchrl {before} lacks it" in answers[0][1][0]
+    assert _versions.error_answers(text, {**OLD, "torchrl": fix["first"]}) == []
+    assert _versions.error_answers("ValueError: something else entirely went wrong here", {**OLD, "torchrl": before}) == []
+
+
+# ---------------------------------------------------------------------------- the index itself
+def test_the_index_records_facts_only():
+    assert INDEX["schema"] == "torchrl-skill.upstream-index/1" and re.fullmatch(r"[0-9a-f]{40}", INDEX["built_from"]["commit"])
+    assert (BUNDLE / "scripts" / "upstream_index.json").stat().st_size < 400_000
+    ident = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+    for fix in INDEX["fixes"]:
+        assert set(fix) == {"pr", "commit", "first", "modules", "names", "removed", "added"}, fix
+        assert fix["first"] is None or fix["first"] in INDEX["releases"]
+        assert all(ident.fullmatch(n) for n in fix["names"] + fix["modules"]), fix
+
+
+def test_the_newest_lines_exports_resolve_in_the_installed_library():
+    newest = _versions.newest_line()
+    core = ("torchrl.collectors", "torchrl.data", "torchrl.envs", "torchrl.modules", "torchrl.objectives")
+    pairs = [(pkg, name) for name, where in INDEX["exports"].items() for pkg, lines in where.items()
+             if newest in lines and pkg in core]
+    assert len(pairs) > 300
+    missing = [f"{p}.{n}" for p, n in pairs if not hasattr(importlib.import_module(p), n)]
+    assert missing == []
+
+
+def _git(repo, *args):
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout
+
+
+def test_the_builder_finds_a_fix_its_release_its_names_and_messages(tmp_path):
+    repo = tmp_path / "rl"
+    (repo / "torchrl").mkdir(parents=True)
+    _git(tmp_path, "init", "-q", str(repo))
+    _git(repo, "config", "user.email", "t@example.com")
+    _git(repo, "config", "user.name", "t")
+    src = repo / "torchrl" / "buffers.py"
+    src.write_text("class Buffer:\n    def extend(self, data):\n        raise ValueError(f'cannot extend with {data} items here')\n")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "init (#1)")
+    _git(repo, "tag", "v0.11.0")
+    src.write_text("class Buffer:\n    def extend(self, data):\n        raise ValueError(f'data of {data} does not fit this buffer')\n")
+    _git(repo, "commit", "-qam", "[BugFix] Buffer.extend message (#7)")
+    (repo / "torchrl" / "other.py").write_text("def helper():\n    return 1\n")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "[Feature] not a fix (#8)")
+    _git(repo, "tag", "v0.12.0")
+    data = build_fix_index.build(repo, "0.11.0", {})
+    assert [f["pr"] for f in data["fixes"]] == [7]
+    fix = data["fixes"][0]
+    assert fix["first"] == "0.12.0" and fix["names"] == ["Buffer", "Buffer.extend"] and fix["modules"] == ["torchrl.buffers"]
+    assert fix["removed"] == ["cannot extend with {} items here"] and fix["added"] == ["data of {} does not fit this buffer"]
+    assert data["exports"] == {} and data["releases"] == ["0.11.0", "0.12.0"]
+
+
+def test_private_names_are_cut_and_private_modules_dropped():
+    tree = ast.parse("class Pub:\n    def _priv(self):\n        x = 1\n\ndef _helper():\n    y = 2\n")
+    assert build_fix_index.enclosing_names(tree, {3}) == {"Pub"} and build_fix_index.enclosing_names(tree, {6}) == set()
+    assert build_fix_index.public_module("torchrl/collectors/_single.py") is None
+    assert build_fix_index.public_module("torchrl/data/__init__.py") == "torchrl.data"
+
+
+# ---------------------------------------------------------------------------- rows and proofs
+def test_every_api_changes_row_holds_on_the_verified_stack():
+    results = _versions.check_rows()
+    assert [k for k, v in results.items() if v.startswith("failed")] == []
+    assert sum(v == "passed" for v in results.values()) >= 50
+
+
+def test_a_row_wrong_for_the_installed_release_fails(monkeypatch):
+    wrong = {"names": [{"old": "torchrl.collectors.Collector", "new": "torchrl.collectors.MultiSyncCollector",
+                        "changed_in": "0.11.0", "removed_in": "0.13.0"}], "deprecated": [], "kwargs": [], "keys": []}
+    monkeypatch.setattr(_versions, "api_changes", lambda: wrong)
+    assert _versions.check_rows()["names:torchrl.collectors.Collector"] == "failed: old: expected absent, found present"
+    # the same row judged for a release before its removal holds
+    assert _versions.check_rows("0.12.0")["names:torchrl.collectors.Collector"] == "passed"
+
+
+def test_proof_nodes_name_tests_that_exist():
+    nodes = _versions.proof_nodes()
+    assert len(nodes) > 150
+    for node in nodes:
+        assert (BUNDLE / node.split("::")[0]).is_file(), node
+
+
+# ---------------------------------------------------------------------------- the stamp
+@pytest.mark.parametrize("text, expected", [
+    ("torchrl 0.11.0 and later; 0.14.1 (verified).", ("0.11.0", None)),
+    ("torchrl/tensordict 0.9 and later; 0.14.1 (verified).", ("0.9.0", None)),
+    ("torchrl 0.11.0 to 0.14.1 (verified: still works, warns).", ("0.11.0", None)),
+    ("fixed in 0.11.0, 0.12.0 and 0.14; verified on 0.14.1.", (None, "0.14.0")),
+    ("torchrl 0.14.1 (verified); pytorch/rl#3711 fixed in 0.13.0.", (None, None)),
+    ("torchrl 0.14.1 (verified).", (None, None)),
+])
+def test_since_and_until_are_read_from_the_versions_text(text, expected):
+    assert stamp_versions.since_until(text) == expected
+
+
+def test_the_stamp_is_mechanical_and_idempotent(tmp_path, monkeypatch):
+    index, table = tmp_path / "error_index.json", tmp_path / "api_changes.json"
+    unstamped = [ln for ln in stamp_versions.INDEX.read_text().splitlines(keepends=True) if not re.match(r'\s*"since": ', ln)]
+    index.write_text("".join(unstamped))
+    shutil.copy(stamp_versions.TABLE, table)
+    monkeypatch.setattr(stamp_versions, "INDEX", index)
+    monkeypatch.setattr(stamp_versions, "TABLE", table)
+    matrix = {"lines": {"0.13": {"stack": {"torchrl": "0.13.3"}, "groups": {"proofs": {"passed_items": [
+        "tests/test_error_index.py::test_trigger_raises_the_real_error_and_the_index_ranks_it_first[cannot-import-name-syncdatacollector-from-torchrl]"]}}}}}
+    before = stamp_versions.INDEX.read_text().splitlines()
+    stamp_versions.stamp_index(matrix)
+    once = index.read_text()
+    stamp_versions.stamp_index(matrix)
+    assert index.read_text() == once
+    entries = {e["id"]: e for e in json.loads(once)["entries"]}
+    assert entries["cannot-import-name-syncdatacollector-from-torchrl"]["verified_on"] == ["0.13.3", "0.14.1"]
+    assert entries["cannot-import-name-syncdatacollector-from-torchrl"]["since"] == "0.13.0"
+    assert entries["missing-main-guard"]["verified_on"] == ["0.14.1"]
+    unrepro = [e for e in entries.values() if e.get("unreproducible") and not e.get("proof")]
+    assert unrepro and all("verified_on" not in e for e in unrepro)
+    added = [ln for ln in once.splitlines() if ln not in before]
+    assert added and all(re.match(r'\s*"since": ', ln) for ln in added)
