@@ -102,10 +102,10 @@ def proof_nodes(src: Path) -> list[str]:
         sys.path.remove(str(src / "scripts"))
 
 
-def run_pytest(python: str, src: Path, nodes: list[str], out: Path, timeout: int) -> dict:
-    """Run ``nodes`` with ``-n 1``; ``{node id: "passed" | "failed: first line" | "skipped: why"}``."""
+def run_pytest(python: str, src: Path, nodes: list[str], out: Path, timeout: int, workers: int = 1) -> dict:
+    """Run ``nodes`` with ``-n workers``; ``{node id: "passed" | "failed: first line" | "skipped: why"}``."""
     xml = out.with_suffix(".xml")
-    cmd = [python, "-m", "pytest", "-n", "1", "-p", "no:randomly", "-q", "-rN", "--no-header",
+    cmd = [python, "-m", "pytest", "-n", str(workers), "-p", "no:randomly", "-q", "-rN", "--no-header",
            f"--junitxml={xml}", "-o", "junit_family=xunit1", *nodes]
     proc = subprocess.run(cmd, cwd=src, env=child_env(), capture_output=True, text=True, timeout=timeout)
     if not xml.exists():
@@ -152,18 +152,20 @@ def run_rows(python: str, src: Path) -> dict:
     return json.loads(line[5:])
 
 
-def run_line(line: envs.Line, groups: list[str], cache: Path, src: Path, sha: str) -> None:
+def run_line(line: envs.Line, groups: list[str], cache: Path, src: Path, sha: str, workers: int = 1) -> int:
+    """Run ``groups`` on ``line``; the number of items that failed."""
     record = envs.build(line, cache, log=log)
     python = record["python"]
+    failed = 0
     for group in groups:
         if group == "abi":
             continue
         log(f"[{line.name}] {group}")
         start = time.perf_counter()
         if group == "contract":
-            results = run_pytest(python, src, CONTRACT, cache / f"results-{line.name}-contract.json", 7200)
+            results = run_pytest(python, src, CONTRACT, cache / f"results-{line.name}-contract.json", 7200, workers)
         elif group == "proofs":
-            results = run_pytest(python, src, proof_nodes(src), cache / f"results-{line.name}-proofs.json", 10800)
+            results = run_pytest(python, src, proof_nodes(src), cache / f"results-{line.name}-proofs.json", 10800, workers)
         elif group == "recipes":
             results = run_recipes(python, src)
         else:
@@ -173,6 +175,11 @@ def run_line(line: envs.Line, groups: list[str], cache: Path, src: Path, sha: st
             "line": line.name, "group": group, "commit": sha, "date": time.strftime("%Y-%m-%d"),
             "versions": record["versions"], "seconds": round(time.perf_counter() - start, 1), "results": results}, indent=1) + "\n")
         log(f"[{line.name}] {group}: {summary['passed']}/{summary['total']} passed in {time.perf_counter() - start:.0f} s")
+        failed += summary["failed"]
+        for item, res in results.items():
+            if res.startswith("failed"):
+                log(f"    {item}: {res[:300]}")
+    return failed
 
 
 def run_abi(cache: Path) -> None:
@@ -214,12 +221,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.strip(), formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog="example:\n  python benchmarks/version_matrix.py --lines 0.11 0.14 --groups contract recipes\n"
                                             "  python benchmarks/version_matrix.py --write   # gather the cached results\n\n"
-                                            "exit codes:\n  0    every group ran (what failed inside is data, not an error)\n"
-                                            "  1    an environment could not be built or a group could not run\n"
+                                            "exit codes:\n  0    every group ran (what failed inside is data, not an error, unless --strict)\n"
+                                            "  1    an environment could not be built, a group could not run, or with\n"
+                                            "       --strict an item failed\n"
                                             "  2    bad arguments\n  130  interrupted")
     parser.add_argument("--lines", nargs="+", choices=list(envs.LINES), default=list(envs.LINES))
     parser.add_argument("--groups", nargs="+", choices=GROUPS, default=list(GROUPS))
     parser.add_argument("--cache", type=Path, default=envs.DEFAULT_CACHE, help=f"default: {envs.DEFAULT_CACHE}")
+    parser.add_argument("--workers", type=int, default=1, help="pytest-xdist workers per line (default: 1)")
+    parser.add_argument("--strict", action="store_true", help="exit 1 when anything in the groups run failed (CI)")
     parser.add_argument("--write", action="store_true", help="only gather cached results into scripts/stack_lines.json "
                         "and references/backend-compatibility.md (runs nothing)")
     return parser
@@ -233,15 +243,18 @@ def main(argv=None) -> int:
         return 0
     src, sha = snapshot(args.cache)
     log(f"bundle at {sha[:12]} -> {src}")
+    failed = 0
     try:
         for name in args.lines:
-            run_line(envs.LINES[name], [g for g in args.groups if g != "abi"], args.cache, src, sha)
+            failed += run_line(envs.LINES[name], [g for g in args.groups if g != "abi"], args.cache, src, sha, args.workers)
         if "abi" in args.groups:
             run_abi(args.cache)
     except (RuntimeError, subprocess.CalledProcessError, subprocess.TimeoutExpired) as err:
         print(f"version_matrix.py: error: {str(err)[-1500:]}", file=sys.stderr)
         return 1
-    return 0
+    if failed:
+        log(f"{failed} item(s) failed (listed above)")
+    return 1 if failed and args.strict else 0
 
 
 if __name__ == "__main__":

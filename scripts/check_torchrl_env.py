@@ -1,8 +1,9 @@
 """Check that the installed torch + tensordict + torchrl stack works, in seconds, on CPU.
 
 Reports versions, whether tensordict is inside the range torchrl declares, whether every
-other package torchrl requires is installed in its declared range, whether torch matches
-the release torchrl's compiled extension was built for, whether that extension loads, the
+other package torchrl requires is installed in its declared range, whether torch is a
+release torchrl's compiled extension was measured to load with (per torchrl release, in
+scripts/stack_lines.json; the fix names the torch to install), whether that extension loads, the
 accelerators present, a core smoke on the real library (PendulumEnv rollout
 with StepCounter, check_env_specs, replay buffer, prioritized replay with a priority
 update, TensorDictModule, step_mdp), and each optional backend as found or missing with
@@ -37,8 +38,7 @@ def extension_torch(torchrl_version: str) -> tuple[str, list[str], dict[str, str
     ``torchrl._torchrl`` loaded after ``import torch`` and used, one fresh interpreter per
     pair). A release not measured falls back to the newest measured release of its line;
     None when its line was not measured. torchrl declares only ``torch>=2.1.0``: pip
-    guards nothing here (measured 2026-12-01: 0.11.x-0.13.x load with torch 2.10-2.12,
-    0.14.x with 2.14 only)."""
+    guards nothing here. The table is rendered in references/backend-compatibility.md."""
     table = sr.stack_lines().get("extension", {}).get("torchrl", {})
     if torchrl_version not in table:
         same_line = sorted((v for v in table if sr.line_of(v) == sr.line_of(torchrl_version)),

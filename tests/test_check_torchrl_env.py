@@ -5,6 +5,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import shutil
 import site
 import subprocess
@@ -193,9 +194,59 @@ def test_tensordict_outside_declared_range_fails(monkeypatch):
 def test_torch_minor_mismatch_fails(monkeypatch):
     import torch
 
-    monkeypatch.setattr(torch, "__version__", "2.15.0")
-    with pytest.raises(sr.CheckFailed, match=r"built for torch 2\.14\.x; fix: pip install 'torch==2\.14\.\*'"):
+    monkeypatch.setattr(torch, "__version__", "2.13.0")
+    with pytest.raises(sr.CheckFailed, match=r"compiled extension loads only with torch 2\.14 \(measured; with 2\.13: "
+                                             r"undefined symbol.*fix: pip install 'torch==2\.14\.\*'"):
         env_check.check_torch_build()
+
+
+def test_a_torch_the_measurement_did_not_cover_is_a_skip_not_a_guess(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch, "__version__", "2.15.0")
+    with pytest.raises(sr.CheckSkipped, match=r"torch 2\.15\.0 was not measured with torchrl 0\.14\.1"):
+        env_check.check_torch_build()
+
+
+def _measured_pairs():
+    """One loading and one failing torch per measured torchrl release, read from the table."""
+    rows = sr.stack_lines().get("extension", {}).get("torchrl", {})
+    pairs = []
+    for torchrl, row in sorted(rows.items()):
+        pairs += [(torchrl, row["loads"][-1], "loads"), *[(torchrl, t, "fails") for t in sorted(row["fails"])[:1]]]
+    return pairs
+
+
+@pytest.mark.parametrize("torchrl, torch_version, measured", _measured_pairs())
+def test_each_release_names_the_torch_its_extension_loads_with(monkeypatch, torchrl, torch_version, measured):
+    """check_torch_build follows the measured table (scripts/stack_lines.json, written by
+    benchmarks/version_matrix.py): a pair measured to load passes, one measured to fail fails
+    naming the newest torch minor that loads."""
+    import torch
+
+    row = sr.stack_lines()["extension"]["torchrl"][torchrl]
+    newest = max(row["loads"], key=lambda v: tuple(int(x) for x in v.split("+")[0].split(".")))
+    real = sr.installed_version
+    monkeypatch.setattr(sr, "installed_version", lambda dist: torchrl if dist == "torchrl" else real(dist))
+    monkeypatch.setattr(torch, "__version__", torch_version)
+    if measured == "loads":
+        assert f"torch {torch_version}: torchrl {torchrl}'s compiled extension loads with torch" in env_check.check_torch_build()
+    else:
+        fix = f"fix: pip install 'torch=={'.'.join(newest.split('.')[:2])}.*'"
+        with pytest.raises(sr.CheckFailed, match=re.escape(fix)):
+            env_check.check_torch_build()
+
+
+def test_the_measured_table_covers_every_supported_release_and_agrees_with_this_install():
+    import torch
+
+    table = sr.stack_lines()["extension"]
+    assert "ExtensionFileLoader" in table["how"] and table["date"]
+    measured = table["torchrl"]
+    assert {"0.11.1", "0.12.0", "0.13.3", "0.14.1"} <= set(measured)
+    here = measured[sr.installed_version("torchrl")]
+    assert torch.__version__.split("+")[0] in here["loads"]  # and this install does load it (test_verified_stack_...)
+    assert all(row["loads"] and row["fails"] for row in measured.values())  # each row has both sides measured
 
 
 def _pendulum(steps: int = 5) -> env_check.Pendulum:

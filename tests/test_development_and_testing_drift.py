@@ -9,7 +9,7 @@ import json
 import re
 
 import pytest
-from conftest import FIXTURES, load_module, run_main, run_python, script_path
+from conftest import FIXTURES, load_module, rows, run_main, run_python, script_path
 
 scan_api_drift = load_module("development-and-testing/scan_api_drift")
 _api_table = load_module("development-and-testing/_api_table")  # the table's testing seam (see its docstring)
@@ -363,3 +363,44 @@ def test_live_rules_report_nothing_on_the_bundles_own_code(table):
         or f.versions.startswith(("rejected by installed", "accepted and silently ignored")))]
     assert live == [], [f.text() for f in live]
     assert len(scanned) > 50
+
+
+# ---------------------------------------------------------------- --to: the upgrade plan
+_migration = load_module("development-and-testing/_migration")
+
+
+def _plan(fixture: str, installed: str, target: str):
+    uses, bad = _migration.uses_in([DEVTEST / fixture])
+    assert bad == []
+    return _migration.plan(uses, installed, target), _migration.fixes_for_uses(uses, installed, target)
+
+
+def test_upgrade_plan_names_each_old_collector_use_with_its_replacement():
+    steps, fixes = _plan("project_for_0_12.py", "0.12.0", "0.14")
+    texts = [s.text() for s in steps]
+    assert all(s.breaks for s in steps)
+    for line, old, new in [(3, "SyncDataCollector", "Collector"), (3, "MultiaSyncDataCollector", "MultiAsyncCollector"),
+                           (9, "SyncDataCollector", "Collector"), (10, "MultiaSyncDataCollector", "MultiAsyncCollector")]:
+        assert any(t.startswith(f"{DEVTEST / 'project_for_0_12.py'}:{line} torchrl.collectors.{old} -> torchrl.collectors.{new} "
+                                "(removed in 0.13.0)") for t in texts), texts
+    assert len(steps) == 4  # ReplayBuffer, LazyTensorStorage, ClipPPOLoss(entropy_coeff=) stay as they are
+    assert "ReplayBuffer" in fixes and all(f["first"] for f in fixes["ReplayBuffer"])
+
+
+def test_upgrade_plan_scope_the_fixed_twin_and_a_target_that_still_has_the_names():
+    assert _plan("project_for_0_14.py", "0.12.0", "0.14")[0] == []  # the twin written for 0.14
+    assert _plan("project_for_0_12.py", "0.11.1", "0.12")[0] == []  # 0.12 still has the aliases
+
+
+def test_to_on_the_installed_line_plans_nothing_and_passes():
+    code, report = run_main("development-and-testing/scan_api_drift", str(DEVTEST / "project_for_0_14.py"), "--to", "0.14")
+    status, detail = rows(report)["migrate:plan"]
+    assert code == 0 and status == "pass" and "0 change(s) your code needs there" in detail
+    assert "pip install torch==2.14.1 tensordict==0.14.3 torchrl==0.14.1" in detail or "pip install 'torchrl>=0.14,<0.15'" in detail
+
+
+@pytest.mark.parametrize("to, says", [("0.13", "older than the installed torchrl"), ("0.15", "not a supported torchrl release line"),
+                                      ("latest", "not a supported torchrl release line")])
+def test_a_bad_target_line_exits_2_with_one_line(to, says):
+    proc = run_python([str(script_path("development-and-testing/scan_api_drift")), "--to", to], timeout=300)
+    assert proc.returncode == 2 and says in proc.stderr and proc.stderr.strip().count("\n") == 0, proc.stderr
