@@ -170,6 +170,8 @@ def name_notes(name: str, versions: dict) -> list[str]:
     installed = versions.get("torchrl")
     if not installed or ":" in name:  # a class of the user's own code: nothing upstream to say
         return []
+    if after(line_of(installed), newest_line()):  # newer than anything the data knows: nothing to say
+        return []
     notes = []
     if line_of(installed) != newest_line():
         renamed = rename_notes(name, installed)
@@ -192,7 +194,7 @@ def error_answers(text: str, versions: dict) -> list[tuple[str, list[str]]]:
     """``(row name, lines)`` per fix that changed or removed a message occurring in ``text``
     and that the installed torchrl lacks (upstream_index.json ``removed``)."""
     installed = versions.get("torchrl")
-    if not installed:
+    if not installed or after(line_of(installed), newest_line()):
         return []
     flat = " ".join(text.split())
     out = []

@@ -207,3 +207,10 @@ def test_the_stamp_is_mechanical_and_idempotent(tmp_path, monkeypatch):
     assert unrepro and all("verified_on" not in e for e in unrepro)
     added = [ln for ln in once.splitlines() if ln not in before]
     assert added and all(re.match(r'\s*"since": ', ln) for ln in added)
+
+
+def test_a_release_newer_than_the_data_gets_no_version_note():
+    newer = {**OLD, "torchrl": "0.15.0"}
+    assert _versions.name_notes("StepCounter", newer) == [] and _versions.name_notes("SyncDataCollector", newer) == []
+    fix = _removed_message_fix()
+    assert _versions.error_answers("ValueError: " + fix["removed"][0].replace("{}", "3"), newer) == []
