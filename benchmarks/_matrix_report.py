@@ -67,11 +67,57 @@ def summary(line: dict) -> str:
     return ", ".join(parts) + " (what failed: references/backend-compatibility.md, version matrix)"
 
 
+def cited_by(root: Path) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """``({proof node: error-index ids}, {proof node: reference files})``: who names each proof."""
+    trigger = "tests/test_error_index.py::test_trigger_raises_the_real_error_and_the_index_ranks_it_first[{}]"
+    entries: dict[str, list[str]] = {}
+    for e in json.loads((root / "scripts" / "error_index.json").read_text())["entries"]:
+        proof = e.get("proof", "")
+        node = trigger.format(e["id"]) if proof.startswith("tests/error_triggers/") else proof
+        if node:
+            entries.setdefault(node, []).append(e["id"])
+    refs: dict[str, list[str]] = {}
+    for md in sorted(root.glob("references/*.md")) + sorted(root.glob("sub-skills/*/references/*.md")) + \
+            sorted(root.glob("**/SKILL.md")):
+        for block in re.findall(r"<!--\s*proof:\s*(.*?)\s*-->", md.read_text(), re.S):
+            for node in (n.strip() for n in block.split(",")):
+                refs.setdefault(node, []).append(md.relative_to(root).as_posix())
+    return entries, refs
+
+
+def differs(line: dict, root: Path) -> str:
+    """What did not pass on one line, grouped the way a reader uses it: contract tests and
+    recipes by test, proofs by the error-index entries and references that cite them."""
+    parts = []
+    for group in ("contract", "recipes", "rows"):
+        failed = sorted(line["groups"].get(group, {}).get("failed_items", {}))
+        if failed:
+            shown = ", ".join(_short(n).split("::")[-1] for n in failed[:4])
+            parts.append(f"{GROUP_LABEL[group]} {len(failed)} failed ({shown}{', ...' if len(failed) > 4 else ''})")
+    failed = set(line["groups"].get("proofs", {}).get("failed_items", {}))
+    if failed:
+        entries, refs = cited_by(root)
+        ids = sorted({i for n in failed for i in entries.get(n, []) + [i for k, v in entries.items()
+                                                                      if k.split("[")[0] == n for i in v]})
+        by_ref: dict[str, list[str]] = {}
+        for node, mds in refs.items():
+            for md in mds:
+                by_ref.setdefault(md, []).append(node)
+        bad_refs = [f"{md} ({sum(n in failed or any(f.startswith(n + '[') for f in failed) for n in nodes)} of {len(nodes)})"
+                    for md, nodes in sorted(by_ref.items())
+                    if any(n in failed or any(f.startswith(n + "[") for f in failed) for n in nodes)]
+        if ids:
+            parts.append(f"error-index entries whose proof failed ({len(ids)}): {', '.join(ids)}")
+        if bad_refs:
+            parts.append(f"references with a failing proof: {', '.join(bad_refs)}")
+    return "; ".join(parts) + "." if parts else "nothing failed."
+
+
 def _short(node: str) -> str:
     return node.replace("tests/", "").replace("test_error_index.py::test_trigger_raises_the_real_error_and_the_index_ranks_it_first", "trigger")
 
 
-def render(lines: dict, abi: dict) -> str:
+def render(lines: dict, abi: dict, root: Path) -> str:
     out = [BEGIN, "", "| Line | Stack run | pip install | Contract tests | Proofs | Known-good recipes | API-changes rows |",
            "| --- | --- | --- | --- | --- | --- | --- |"]
     for name, line in lines.items():
@@ -80,7 +126,8 @@ def render(lines: dict, abi: dict) -> str:
         for group in GROUP_LABEL:
             g = line["groups"].get(group)
             cells.append(f"{g['passed']}/{g['total'] - g['skipped']}" if g else "not run")
-        secs = f"{line['install_seconds']:.0f} s" if "install_seconds" in line else "?"
+        own = [d for d in line.get("pip_installed", []) if d.split("-")[0] in ("torch", "tensordict", "torchrl")]
+        secs = (f"{line['install_seconds']:.0f} s" if own else "none: the base") if "install_seconds" in line else "?"
         out.append(f"| {name} | torchrl {s['torchrl']}, tensordict {s['tensordict']}, torch {s['torch']} | {secs} | "
                    + " | ".join(cells) + " |")
     dates = sorted({g["date"] for line in lines.values() for g in line["groups"].values()})
@@ -88,16 +135,7 @@ def render(lines: dict, abi: dict) -> str:
     out += ["", f"Run {', '.join(dates)} from bundle commit {', '.join(commits)}; pip install: a venv over the verified "
             "stack, wheels from pip's cache where present. What differs (full list: `benchmarks/version_matrix.json`):", ""]
     for name, line in lines.items():
-        failed = [(g, k, v) for g, grp in line["groups"].items() for k, v in grp["failed_items"].items()]
-        if not failed:
-            out.append(f"- {name}: nothing failed.")
-            continue
-        by_file: dict[str, list[str]] = {}
-        for group, node, _ in failed:
-            key = node.split("::")[0] if "::" in node else group
-            by_file.setdefault(_short(key), []).append(_short(node.split("::", 1)[-1]))
-        parts = [f"{f} ({len(v)}: {', '.join(v[:3])}{', ...' if len(v) > 3 else ''})" for f, v in sorted(by_file.items())]
-        out.append(f"- {name}: {len(failed)} failed: " + "; ".join(parts) + ".")
+        out.append(f"- {name}: {differs(line, root)}")
     if abi:
         out += ["", "Compiled extension (`torchrl._torchrl`) by torchrl release, loaded after `import torch` and used "
                 "(a segment tree filled and summed):", "", "| torchrl | loads with torch | fails with torch |", "| --- | --- | --- |"]
@@ -127,7 +165,7 @@ def write(cache: Path, root: Path) -> None:
     (root / "scripts" / "stack_lines.json").write_text(json.dumps(stack, indent=1) + "\n")
     md = root / "references" / "backend-compatibility.md"
     text = md.read_text()
-    block = render(lines, abi)
+    block = render(lines, abi, root)
     if BEGIN in text:
         text = text[:text.index(BEGIN)] + block + text[text.index(END) + len(END):]
     else:
