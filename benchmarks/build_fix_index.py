@@ -256,14 +256,39 @@ def exported(init_sources: dict[str, str]) -> dict[str, str]:
     return out
 
 
-def inits_from_git(repo: Path, ref: str) -> dict[str, str]:
-    paths = [p for p in git(repo, "ls-tree", "-r", "--name-only", ref, "torchrl/").split() if p.endswith("/__init__.py")]
-    return {m: show(repo, ref, p) or "" for p in paths if (m := public_module(p))}
+def class_members(sources: dict[str, str]) -> dict[str, set[str]]:
+    """``{ClassName: public members its body defines}`` over public modules' sources (methods,
+    properties, class attributes; not inherited ones)."""
+    out: dict[str, set[str]] = {}
+    for text in sources.values():
+        tree = parse(text)
+        if tree is None:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                names = out.setdefault(node.name, set())
+                for item in node.body:
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and not item.name.startswith("_"):
+                        names.add(item.name)
+                    elif isinstance(item, ast.Assign):
+                        names.update(t.id for t in item.targets if isinstance(t, ast.Name) and not t.id.startswith("_"))
+                    elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) and not item.target.id.startswith("_"):
+                        names.add(item.target.id)
+    return out
 
 
-def inits_from_wheel(wheel: zipfile.ZipFile) -> dict[str, str]:
-    return {m: wheel.read(p).decode("utf-8", "replace") for p in wheel.namelist()
-            if p.startswith("torchrl/") and p.endswith("/__init__.py") and (m := public_module(p))}
+def sources_from_git(repo: Path, ref: str) -> tuple[dict[str, str], set[str]]:
+    """``({public module: source}, {public packages})`` of a tag."""
+    paths = [p for p in git(repo, "ls-tree", "-r", "--name-only", ref, "torchrl/").split() if p.endswith(".py")]
+    return ({m: show(repo, ref, p) or "" for p in paths if (m := public_module(p))},
+            {m for p in paths if p.endswith("/__init__.py") and (m := public_module(p))})
+
+
+def sources_from_wheel(wheel: zipfile.ZipFile) -> tuple[dict[str, str], set[str]]:
+    """``({public module: source}, {public packages})`` of a released wheel."""
+    paths = [p for p in wheel.namelist() if p.startswith("torchrl/") and p.endswith(".py")]
+    return ({m: wheel.read(p).decode("utf-8", "replace") for p in paths if (m := public_module(p))},
+            {m for p in paths if p.endswith("/__init__.py") and (m := public_module(p))})
 
 
 def line_newest(releases: list[str]) -> dict[str, str]:
@@ -302,10 +327,24 @@ def build(repo: Path, since: str, wheels: dict[str, Path]) -> dict:
         fixes[pr] = {"pr": pr, "commit": sha[:12], "first": first, **facts}
     newest = line_newest(releases + list(wheels))
     exports: dict[str, dict[str, list[str]]] = {}
+    modules: dict[str, list[str]] = {}
+    members_by_line: dict[str, dict[str, set[str]]] = {}
     for line, version in sorted(newest.items(), key=lambda kv: vkey(kv[0])):
-        inits = inits_from_wheel(zips[version]) if version in zips else inits_from_git(repo, f"v{version}")
+        sources, package_names = sources_from_wheel(zips[version]) if version in zips else sources_from_git(repo, f"v{version}")
+        inits = {m: t for m, t in sources.items() if m in package_names}
         for name, package in exported(inits).items():
             exports.setdefault(name, {}).setdefault(package, []).append(line)
+        for module in sources:
+            modules.setdefault(module, []).append(line)
+        members_by_line[line] = class_members(sources)
+    lines_all = sorted(newest, key=vkey)
+    last = lines_all[-1]
+    added: dict[str, dict[str, str]] = {}  # members of the newest line's classes, first line having each
+    for cls, names in members_by_line[last].items():
+        for member in names:
+            first = next(ln for ln in lines_all if member in members_by_line[ln].get(cls, set()))
+            if first != lines_all[0]:
+                added.setdefault(cls, {})[member] = first
     head = git(repo, "rev-parse", "HEAD").strip()
     return {
         "schema": SCHEMA,
@@ -319,6 +358,9 @@ def build(repo: Path, since: str, wheels: dict[str, Path]) -> dict:
         "lines": newest,
         "fixes": sorted(fixes.values(), key=lambda f: f["pr"]),
         "exports": {k: exports[k] for k in sorted(exports)},
+        # public modules missing from some line (all others exist in every line)
+        "modules": {m: ls for m, ls in sorted(modules.items()) if len(ls) != len(lines_all)},
+        "members_added": {c: dict(sorted(m.items())) for c, m in sorted(added.items())},
     }
 
 

@@ -64,6 +64,7 @@ def upstream() -> dict:
     """scripts/upstream_index.json; empty sections when absent."""
     data = _json(UPSTREAM_PATH)
     return {"fixes": data.get("fixes", []), "exports": data.get("exports", {}), "lines": data.get("lines", {}),
+            "modules": data.get("modules", {}), "members_added": data.get("members_added", {}),
             "built_from": data.get("built_from", {})}
 
 
@@ -218,6 +219,59 @@ def name_notes(name: str, versions: dict) -> list[str]:
     if fixes:
         notes.append(fixes_line(fixes, _member(name), installed))
     return notes
+
+
+def _member_added(cls_name: str, member: str) -> str | None:
+    """The line that added ``member`` to torchrl class ``cls_name`` or a torchrl class it
+    inherits from (installed MRO, upstream_index.json ``members_added``), else None."""
+    added = upstream()["members_added"]
+    names = [cls_name]
+    where = upstream()["exports"].get(cls_name, {})
+    for package in where:
+        try:
+            obj = getattr(importlib.import_module(package), cls_name)
+        except Exception:  # a package of another line or a failing optional import: keep the bare name
+            continue
+        if inspect.isclass(obj):
+            names = [k.__name__ for k in obj.__mro__ if k.__module__.split(".")[0] == "torchrl"]
+            break
+    return next((added[n][member] for n in names if member in added.get(n, {})), None)
+
+
+def missing_feature(err: BaseException, installed: str | None = None) -> str | None:
+    """Why a check could not run here, when ``err`` shows the installed release lacks a
+    torchrl module, name or class member that a newer supported line has (upstream_index.json:
+    ``modules``, ``exports``, ``members_added``): ``"not run: torchrl 0.13.3 has no
+    torchrl.render (torchrl 0.14 has it); ..."``. None otherwise, and always None on the
+    newest line (there a missing name is a fault, not an older release)."""
+    import importlib.metadata
+
+    try:
+        installed = installed or importlib.metadata.version("torchrl")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    newest, here = newest_line(), line_of(installed)
+    if not after(newest, here):
+        return None
+    data, text, since = upstream(), str(err), None
+    if isinstance(err, ModuleNotFoundError) and (err.name or "").startswith("torchrl."):
+        what = err.name
+        lines = data["modules"].get(what, [])
+        since = next((ln for ln in lines if after(ln, here)), None) if here not in lines else None
+    elif (m := re.search(r"cannot import name '(\w+)' from '(torchrl[\w.]*)'", text)):
+        what = f"{m.group(2)}.{m.group(1)}"
+        lines = sorted({ln for ls in data["exports"].get(m.group(1), {}).values() for ln in ls}, key=_release)
+        since = next((ln for ln in lines if after(ln, here)), None) if here not in lines else None
+    elif (m := re.search(r"'(\w+)' object has no attribute '(\w+)'|type object '(\w+)' has no attribute '(\w+)'", text)):
+        cls, member = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+        what = f"{cls}.{member}"
+        since = _member_added(cls, member)
+        since = since if since and after(since, here) else None
+    if since is None:
+        return None
+    release = newest_release() or newest
+    return (f"not run: torchrl {installed} has no {what} (added in torchrl {since}); "
+            f"to run this check: pip install torchrl=={release} with its tensordict and torch")
 
 
 # ---------------------------------------------------------------------------- explain --error

@@ -186,6 +186,27 @@ def test_provenance_good_and_mismatch():
     assert "verified on torchrl 0.12.0" in fails[0]["detail"]
 
 
+@pytest.mark.parametrize("stack, verdict", [
+    ({"torch": "2.12.1", "tensordict": "0.13.0", "torchrl": "0.13.3"}, "pass"),   # what the matrix ran on 0.13
+    ({"torch": "2.12.1", "tensordict": "0.13.0", "torchrl": "0.13.1"}, "fail"),   # same line, a release it did not run
+    ({"torch": "2.13.0", "tensordict": "0.13.0", "torchrl": "0.13.3"}, "fail"),   # its torch swapped for another
+])
+def test_provenance_on_an_older_line_passes_only_the_stack_the_matrix_ran(monkeypatch, stack, verdict):
+    import skill_report as sr
+
+    ran = sr.stack_lines()["lines"]["0.13"]
+    assert {d: ran[d] for d in stack} == {"torch": "2.12.1", "tensordict": "0.13.0", "torchrl": "0.13.3"}
+    monkeypatch.setattr(sr, "installed_version", lambda dist: stack.get(dist))
+    claim = check_provenance.read_provenance(check_provenance.PROVENANCE)
+    if verdict == "pass":
+        detail = check_provenance.check_dist("torchrl", claim)
+        assert "the stack the version matrix ran on line 0.13" in detail and "verified in full on torchrl 0.14.1" in detail
+    else:
+        with pytest.raises(CheckFailed, match="but the bundle was verified on"):
+            for dist in ("torchrl", "torch"):
+                check_provenance.check_dist(dist, claim)
+
+
 def test_provenance_rejects_missing_block(tmp_path):
     bad = tmp_path / "p.md"
     bad.write_text("# no json here\n")

@@ -214,3 +214,40 @@ def test_a_release_newer_than_the_data_gets_no_version_note():
     assert _versions.name_notes("StepCounter", newer) == [] and _versions.name_notes("SyncDataCollector", newer) == []
     fix = _removed_message_fix()
     assert _versions.error_answers("ValueError: " + fix["removed"][0].replace("{}", "3"), newer) == []
+
+
+# ---------------------------------------------------------------------------- a check an older line cannot run
+@pytest.mark.parametrize("err, what", [
+    (ModuleNotFoundError("No module named 'torchrl.render'", name="torchrl.render"), "torchrl.render"),
+    (ImportError("cannot import name 'ProcessLogger' from 'torchrl.record.loggers' (x.py)"), "torchrl.record.loggers.ProcessLogger"),
+    (AttributeError("'CSVLogger' object has no attribute 'start'"), "CSVLogger.start"),
+])
+def test_what_an_older_line_lacks_is_named_with_the_line_that_added_it(err, what):
+    said = _versions.missing_feature(err, "0.13.3")
+    assert said == (f"not run: torchrl 0.13.3 has no {what} (added in torchrl 0.14); to run this check: "
+                    f"pip install torchrl=={_versions.newest_release()} with its tensordict and torch")
+    assert _versions.missing_feature(err, "0.14.1") is None  # on the newest line it is a fault
+
+
+@pytest.mark.parametrize("err", [
+    AttributeError("'CSVLogger' object has no attribute 'strat'"),  # a typo: no line has it
+    ModuleNotFoundError("No module named 'torchrl.nowhere'", name="torchrl.nowhere"),
+    ImportError("cannot import name 'Collector' from 'torchrl.collectors'"),  # every supported line has it
+    KeyError("action"),
+])
+def test_a_fault_that_is_not_an_older_release_stays_a_fault(err):
+    assert _versions.missing_feature(err, "0.13.3") is None
+
+
+def test_report_skips_a_check_the_older_line_cannot_run_and_fails_it_on_the_newest(monkeypatch):
+    import skill_report as sr
+
+    def uses_render():
+        raise ModuleNotFoundError("No module named 'torchrl.render'", name="torchrl.render")
+
+    real = importlib.metadata.version
+    for installed, status in (("0.13.3", "skip"), ("0.14.1", "fail")):
+        monkeypatch.setattr(importlib.metadata, "version", lambda d, v=installed: v if d == "torchrl" else real(d))
+        report = sr.Report("x.py", json_mode=True)
+        report.run("render", uses_render)
+        assert report.result("render").status == status, report.result("render")

@@ -53,13 +53,20 @@ def _main_site() -> str:
     return f"{Path(user.f_code.co_filename).name}:{user.f_lineno} in {user.f_code.co_name}"
 
 
-def _workers_alive() -> list[str]:
-    """``["pid name"]`` of the non-daemon worker processes still running when the target
-    returned: a plain interpreter exit joins them and waits forever (a collector never
-    shut down); measured here, because once this process is gone they may exit on their own."""
+def _workers_alive(grace: float = 10.0) -> list[str]:
+    """``["pid name"]`` of the non-daemon worker processes still running ``grace`` seconds
+    after the target returned: a plain interpreter exit joins them and waits forever (a
+    collector never shut down); measured here, because once this process is gone they may
+    exit on their own. The grace: torchrl 0.13.3's ``MultiSyncCollector.shutdown()`` returns
+    before its workers have exited (they are gone within a second; 0.14.1 joins them)."""
     import multiprocessing
 
-    return [f"{p.pid} {p.name}" for p in multiprocessing.active_children() if not p.daemon]
+    deadline = time.monotonic() + grace
+    while True:
+        alive = [f"{p.pid} {p.name}" for p in multiprocessing.active_children() if not p.daemon]
+        if not alive or time.monotonic() >= deadline:
+            return alive
+        time.sleep(0.2)
 
 
 def _start_watchdog(hub, grace: float) -> None:
