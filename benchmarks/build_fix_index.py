@@ -256,38 +256,54 @@ def exported(init_sources: dict[str, str]) -> dict[str, str]:
     return out
 
 
-def class_members(sources: dict[str, str]) -> dict[str, set[str]]:
-    """``{ClassName: public members its body defines}`` over public modules' sources (methods,
-    properties, class attributes; not inherited ones)."""
-    out: dict[str, set[str]] = {}
+def _params(fn: ast.FunctionDef) -> set[str]:
+    a = fn.args
+    return {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs if x.arg not in ("self", "cls")}
+
+
+def class_members(sources: dict[str, str]) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """``({ClassName: public members its body defines}, {callable: parameters})`` over public
+    modules' sources: methods, properties and class attributes (not inherited ones); the
+    parameters of each class's ``__init__`` (key ``ClassName``), public method
+    (``ClassName.method``) and module-level function (``function``)."""
+    members: dict[str, set[str]] = {}
+    params: dict[str, set[str]] = {}
     for text in sources.values():
         tree = parse(text)
         if tree is None:
             continue
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("_"):
+                params.setdefault(node.name, set()).update(_params(node))
         for node in ast.walk(tree):
             if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
-                names = out.setdefault(node.name, set())
+                names = members.setdefault(node.name, set())
                 for item in node.body:
-                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and not item.name.startswith("_"):
-                        names.add(item.name)
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        if item.name == "__init__":
+                            params.setdefault(node.name, set()).update(_params(item))
+                        elif not item.name.startswith("_"):
+                            names.add(item.name)
+                            params.setdefault(f"{node.name}.{item.name}", set()).update(_params(item))
                     elif isinstance(item, ast.Assign):
                         names.update(t.id for t in item.targets if isinstance(t, ast.Name) and not t.id.startswith("_"))
                     elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) and not item.target.id.startswith("_"):
                         names.add(item.target.id)
-    return out
+    return members, params
 
 
 def sources_from_git(repo: Path, ref: str) -> tuple[dict[str, str], set[str]]:
-    """``({public module: source}, {public packages})`` of a tag."""
+    """``({path: source}, {public packages})`` of a tag (every torchrl/*.py: public classes
+    live in private modules too, e.g. 0.14's torchrl/collectors/_single.py)."""
     paths = [p for p in git(repo, "ls-tree", "-r", "--name-only", ref, "torchrl/").split() if p.endswith(".py")]
-    return ({m: show(repo, ref, p) or "" for p in paths if (m := public_module(p))},
+    return ({p: show(repo, ref, p) or "" for p in paths},
             {m for p in paths if p.endswith("/__init__.py") and (m := public_module(p))})
 
 
 def sources_from_wheel(wheel: zipfile.ZipFile) -> tuple[dict[str, str], set[str]]:
-    """``({public module: source}, {public packages})`` of a released wheel."""
+    """``({path: source}, {public packages})`` of a released wheel."""
     paths = [p for p in wheel.namelist() if p.startswith("torchrl/") and p.endswith(".py")]
-    return ({m: wheel.read(p).decode("utf-8", "replace") for p in paths if (m := public_module(p))},
+    return ({p: wheel.read(p).decode("utf-8", "replace") for p in paths},
             {m for p in paths if p.endswith("/__init__.py") and (m := public_module(p))})
 
 
@@ -329,22 +345,30 @@ def build(repo: Path, since: str, wheels: dict[str, Path]) -> dict:
     exports: dict[str, dict[str, list[str]]] = {}
     modules: dict[str, list[str]] = {}
     members_by_line: dict[str, dict[str, set[str]]] = {}
+    params_by_line: dict[str, dict[str, set[str]]] = {}
     for line, version in sorted(newest.items(), key=lambda kv: vkey(kv[0])):
         sources, package_names = sources_from_wheel(zips[version]) if version in zips else sources_from_git(repo, f"v{version}")
-        inits = {m: t for m, t in sources.items() if m in package_names}
+        public = {m: t for p, t in sources.items() if (m := public_module(p))}
+        inits = {m: t for m, t in public.items() if m in package_names}
         for name, package in exported(inits).items():
             exports.setdefault(name, {}).setdefault(package, []).append(line)
-        for module in sources:
+        for module in public:
             modules.setdefault(module, []).append(line)
-        members_by_line[line] = class_members(sources)
+        members_by_line[line], params_by_line[line] = class_members(sources)
     lines_all = sorted(newest, key=vkey)
-    last = lines_all[-1]
-    added: dict[str, dict[str, str]] = {}  # members of the newest line's classes, first line having each
-    for cls, names in members_by_line[last].items():
-        for member in names:
-            first = next(ln for ln in lines_all if member in members_by_line[ln].get(cls, set()))
-            if first != lines_all[0]:
-                added.setdefault(cls, {})[member] = first
+
+    def first_lines(by_line: dict[str, dict[str, set[str]]]) -> dict[str, dict[str, str]]:
+        """What the newest line's classes/callables have, with the first line having each,
+        for those the oldest line lacked."""
+        out: dict[str, dict[str, str]] = {}
+        for owner, names in by_line[lines_all[-1]].items():
+            for name in names:
+                first = next(ln for ln in lines_all if name in by_line[ln].get(owner, set()))
+                if first != lines_all[0]:
+                    out.setdefault(owner, {})[name] = first
+        return out
+
+    added, params_added = first_lines(members_by_line), first_lines(params_by_line)
     head = git(repo, "rev-parse", "HEAD").strip()
     return {
         "schema": SCHEMA,
@@ -361,6 +385,7 @@ def build(repo: Path, since: str, wheels: dict[str, Path]) -> dict:
         # public modules missing from some line (all others exist in every line)
         "modules": {m: ls for m, ls in sorted(modules.items()) if len(ls) != len(lines_all)},
         "members_added": {c: dict(sorted(m.items())) for c, m in sorted(added.items())},
+        "params_added": {c: dict(sorted(m.items())) for c, m in sorted(params_added.items())},
     }
 
 

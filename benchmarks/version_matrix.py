@@ -14,6 +14,9 @@ and the wheels cache are reused), then, from a snapshot of the bundle at its cur
 - ``recipes``: the bundled known-good recipes: audit_run.py and scan_api_drift.py on
   sub-skills/development-and-testing/assets/modern_example.py, check_loss_wiring.py on
   sub-skills/objectives-and-training/assets/ppo_user_env_wiring.py:build_wiring;
+- ``checks``: every bundled check in one run (scripts/run_all_checks.py --json), each row
+  kept: what passed, what failed, and what was not run because the line lacks a module,
+  name, class member or keyword a newer line has (the honest coverage of the line);
 - ``rows``: every api_changes.json row judged against the installed library
   (scripts/_versions.py ``check_rows``: does the old name or keyword exist where the row's
   versions say it does?);
@@ -44,7 +47,7 @@ import _extension_abi as abi  # noqa: E402
 import _matrix_envs as envs  # noqa: E402
 import _matrix_report as mr  # noqa: E402
 
-GROUPS = ("contract", "proofs", "recipes", "rows", "abi")
+GROUPS = ("contract", "proofs", "recipes", "rows", "checks", "abi")
 CONTRACT = [
     "tests/test_script_contract.py",
     "tests/test_audit_cli.py",
@@ -142,6 +145,20 @@ def run_recipes(python: str, src: Path) -> dict:
     return out
 
 
+def run_checks_rows(python: str, src: Path) -> dict:
+    """``{row: "passed" | "failed: ..." | "skipped: ..."}`` of scripts/run_all_checks.py --json."""
+    with tempfile.TemporaryDirectory() as cwd:
+        proc = subprocess.run([python, str(src / "scripts" / "run_all_checks.py"), "--json"], cwd=cwd, env=child_env(),
+                              capture_output=True, text=True, timeout=3600)
+    try:
+        report = json.loads(proc.stdout)
+    except ValueError:
+        raise RuntimeError(f"run_all_checks.py printed no report (exit {proc.returncode}): {proc.stderr[-1500:]}") from None
+    status = {"pass": "passed", "missing": "skipped: backend missing"}
+    return {c["name"]: status.get(c["status"]) or f"{'failed' if c['status'] == 'fail' else 'skipped'}: {c['detail'][:300]}"
+            for c in report["checks"]}
+
+
 def run_rows(python: str, src: Path) -> dict:
     """``{row label: "passed" | "failed: why"}`` from scripts/_versions.py check_rows, run in the line's env."""
     code = "import json, sys; sys.path.insert(0, 'scripts'); import _versions; print('ROWS ' + json.dumps(_versions.check_rows()))"
@@ -168,6 +185,8 @@ def run_line(line: envs.Line, groups: list[str], cache: Path, src: Path, sha: st
             results = run_pytest(python, src, proof_nodes(src), cache / f"results-{line.name}-proofs.json", 10800, workers)
         elif group == "recipes":
             results = run_recipes(python, src)
+        elif group == "checks":
+            results = run_checks_rows(python, src)
         else:
             results = run_rows(python, src)
         summary = mr.count(results)

@@ -65,6 +65,7 @@ def upstream() -> dict:
     data = _json(UPSTREAM_PATH)
     return {"fixes": data.get("fixes", []), "exports": data.get("exports", {}), "lines": data.get("lines", {}),
             "modules": data.get("modules", {}), "members_added": data.get("members_added", {}),
+            "params_added": data.get("params_added", {}),
             "built_from": data.get("built_from", {})}
 
 
@@ -221,10 +222,11 @@ def name_notes(name: str, versions: dict) -> list[str]:
     return notes
 
 
-def _member_added(cls_name: str, member: str) -> str | None:
-    """The line that added ``member`` to torchrl class ``cls_name`` or a torchrl class it
-    inherits from (installed MRO, upstream_index.json ``members_added``), else None."""
-    added = upstream()["members_added"]
+def _member_added(cls_name: str, member: str, section: str = "members_added") -> str | None:
+    """The line that added ``member`` (a class member, or with ``section="params_added"`` a
+    constructor parameter) to torchrl class ``cls_name`` or a torchrl class it inherits from
+    (the installed MRO; upstream_index.json), else None."""
+    added = upstream()[section]
     names = [cls_name]
     where = upstream()["exports"].get(cls_name, {})
     for package in where:
@@ -240,8 +242,8 @@ def _member_added(cls_name: str, member: str) -> str | None:
 
 def missing_feature(err: BaseException, installed: str | None = None) -> str | None:
     """Why a check could not run here, when ``err`` shows the installed release lacks a
-    torchrl module, name or class member that a newer supported line has (upstream_index.json:
-    ``modules``, ``exports``, ``members_added``): ``"not run: torchrl 0.13.3 has no
+    torchrl module, name, class member or keyword that a newer supported line has
+    (upstream_index.json: ``modules``, ``exports``, ``members_added``, ``params_added``): ``"not run: torchrl 0.13.3 has no
     torchrl.render (torchrl 0.14 has it); ..."``. None otherwise, and always None on the
     newest line (there a missing name is a fault, not an older release)."""
     import importlib.metadata
@@ -266,6 +268,18 @@ def missing_feature(err: BaseException, installed: str | None = None) -> str | N
         cls, member = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
         what = f"{cls}.{member}"
         since = _member_added(cls, member)
+        since = since if since and after(since, here) else None
+    elif (m := re.search(r"(\w+)(?:\.(\w+))?\(\) got an unexpected keyword argument '(\w+)'", text)
+          or re.search(r"Keys \['(\w+)'.*?\] are unknown to (\w+)", text)):
+        if m.re.pattern.startswith("Keys"):  # torchrl's own check of **kwargs (collectors)
+            owner, method, keyword = m.group(2), "__init__", m.group(1)
+        else:
+            owner, method, keyword = m.group(1), m.group(2) or "__init__", m.group(3)
+        what = f"{owner}({keyword}=)" if method == "__init__" else f"{owner}.{method}({keyword}=)"
+        if method == "__init__":
+            since = _member_added(owner, keyword, "params_added")
+        else:
+            since = data["params_added"].get(f"{owner}.{method}", {}).get(keyword)
         since = since if since and after(since, here) else None
     if since is None:
         return None

@@ -275,7 +275,7 @@ class Report:
                     raise cause from None
                 if cause is not None:
                     detail = f"{cause} (surfaced as {type(err).__name__} from compiled code)"
-                absent = _absent_feature(_chained(err, (ImportError, AttributeError)))
+                absent = _absent_feature(_chained(err, (ImportError, AttributeError, TypeError)))
                 if absent:  # an older torchrl line lacks what the check exercises: it cannot run here
                     status, detail = "skip", absent
         self.add(name, status, detail, time.perf_counter() - start)

@@ -56,7 +56,7 @@ def test_every_public_name_explains_with_a_signature(capsys):
             problems.append(f"{name}: {out[:3]}")
     with capsys.disabled():
         print(f"\nexplain: {len(names) - len(problems)}/{len(names)} public names explained with a signature")
-    assert len(names) > 700 and problems == [], problems[:20]
+    assert len(names) > 600 and problems == [], problems[:20]  # 677 on torchrl 0.11.1, more on 0.14.1
 
 
 def test_public_names_are_read_without_importing_the_modules():

@@ -251,3 +251,15 @@ def test_report_skips_a_check_the_older_line_cannot_run_and_fails_it_on_the_newe
         report = sr.Report("x.py", json_mode=True)
         report.run("render", uses_render)
         assert report.result("render").status == status, report.result("render")
+
+
+@pytest.mark.parametrize("err, what, since", [
+    (TypeError("Keys ['auto_register_policy_transforms'] are unknown to Collector."), "Collector(auto_register_policy_transforms=)", "0.13"),
+    (TypeError("SliceSampler.__init__() got an unexpected keyword argument 'pad_output'"), "SliceSampler(pad_output=)", "0.13"),
+])
+def test_a_keyword_an_older_line_lacks_is_named_with_its_line(err, what, since):
+    said = _versions.missing_feature(err, "0.11.1")
+    assert said is not None and said.startswith(f"not run: torchrl 0.11.1 has no {what} (added in torchrl {since})")
+    assert _versions.missing_feature(err, since + ".0") is None  # the line that has it: a real fault
+    typo = TypeError(str(err).replace("pad_output", "pad_outptu").replace("auto_register", "auto_regsiter"))
+    assert _versions.missing_feature(typo, "0.11.1") is None

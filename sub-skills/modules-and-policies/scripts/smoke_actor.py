@@ -235,16 +235,24 @@ def check_masked_categorical(args) -> str:
 
 
 def check_noisy_linear(args) -> str:
-    """NoisyLinear adds its noise only under ExplorationType.RANDOM (torchrl >= 0.10,
-    pytorch/rl#3082 fixing #875/#3069); train()/eval() does not switch it, and forward
-    does not resample (reset_noise does)."""
+    """NoisyLinear adds its noise only under ExplorationType.RANDOM (pytorch/rl#3082 fixing
+    #875/#3069); train()/eval() does not switch it, and forward does not resample
+    (reset_noise does). The switch is ``use_exploration_type``: absent in torchrl 0.11 (skipped), opt-in in 0.12 (default None: turned on here and said),
+    the default from 0.13 (read from the installed signature)."""
+    import inspect
+
     import torch
     from torchrl.envs.utils import ExplorationType, set_exploration_type
     from torchrl.modules import NoisyLinear, reset_noise
 
+    switch = inspect.signature(NoisyLinear).parameters.get("use_exploration_type")
+    if switch is None:
+        raise sr.CheckSkipped(f"NoisyLinear of torchrl {sr.installed_version('torchrl')} has no use_exploration_type "
+                              "(the exploration-type switch came in 0.12): not checked on this release")
+    opt_in = {} if switch.default is True else {"use_exploration_type": True}
     n = args.batch
     torch.manual_seed(0)
-    layer = NoisyLinear(OBS_DIM, 2)
+    layer = NoisyLinear(OBS_DIM, 2, **opt_in)
     x = make_obs(n)["observation"]
     mean = torch.nn.functional.linear(x, layer.weight_mu, layer.bias_mu)
     with set_exploration_type(ExplorationType.RANDOM):
@@ -261,7 +269,8 @@ def check_noisy_linear(args) -> str:
     layer.apply(reset_noise)
     with set_exploration_type(ExplorationType.RANDOM):
         sr.expect(not torch.equal(layer(x), noisy), "reset_noise did not resample")
-    return "NoisyLinear: noisy only under RANDOM (also in eval()), mean weights under DETERMINISTIC or no context; reset_noise resamples"
+    return ("NoisyLinear: noisy only under RANDOM (also in eval()), mean weights under DETERMINISTIC or no context; "
+            "reset_noise resamples" + (f" (opt-in on this release: use_exploration_type defaults to {switch.default!r})" if opt_in else ""))
 
 
 CHECKS = [
