@@ -45,6 +45,7 @@ import inspect
 import json
 import sys
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -169,8 +170,10 @@ def _chained(err: BaseException, types: tuple) -> BaseException | None:
 
 
 def _absent_feature(err: BaseException | None) -> str | None:
-    """scripts/_versions.py ``missing_feature``: an import the installed (older) torchrl line lacks."""
-    if err is None:
+    """scripts/_versions.py ``missing_feature``: what the installed (older) torchrl line lacks,
+    when the bundle's own code asked for it. None when user code is in the traceback: a user's
+    call that the installed release rejects is that check's failure, not a skip."""
+    if err is None or any(not _user_code._is_library_file(f.filename) for f in traceback.extract_tb(err.__traceback__)):
         return None
     from _versions import missing_feature
 

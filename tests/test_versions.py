@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.metadata
+import importlib.util
 import json
 import re
 import shutil
@@ -242,8 +243,11 @@ def test_a_fault_that_is_not_an_older_release_stays_a_fault(err):
 def test_report_skips_a_check_the_older_line_cannot_run_and_fails_it_on_the_newest(monkeypatch):
     import skill_report as sr
 
-    def uses_render():
-        raise ModuleNotFoundError("No module named 'torchrl.render'", name="torchrl.render")
+    # a check of the bundle's own: its code is compiled as if it lived in scripts/
+    space: dict = {}
+    exec(compile("def uses_render():\n    raise ModuleNotFoundError(\"No module named 'torchrl.render'\", name='torchrl.render')\n",
+                 str(BUNDLE / "scripts" / "a_bundle_check.py"), "exec"), space)
+    uses_render = space["uses_render"]
 
     real = importlib.metadata.version
     for installed, status in (("0.13.3", "skip"), ("0.14.1", "fail")):
@@ -263,3 +267,20 @@ def test_a_keyword_an_older_line_lacks_is_named_with_its_line(err, what, since):
     assert _versions.missing_feature(err, since + ".0") is None  # the line that has it: a real fault
     typo = TypeError(str(err).replace("pad_output", "pad_outptu").replace("auto_register", "auto_regsiter"))
     assert _versions.missing_feature(typo, "0.11.1") is None
+
+
+def test_a_users_call_the_older_line_rejects_stays_a_failure(monkeypatch, tmp_path):
+    """The skip is for the bundle's own checks only: when user code made the call (a target's
+    file, here one outside the bundle), the release lacking it is the user's fault to fix."""
+    import skill_report as sr
+
+    user = tmp_path / "user_env.py"
+    user.write_text("def make():\n    raise ModuleNotFoundError(\"No module named 'torchrl.render'\", name='torchrl.render')\n")
+    spec = importlib.util.spec_from_file_location("user_env", user)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    real = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version", lambda d: "0.13.3" if d == "torchrl" else real(d))
+    report = sr.Report("x.py", json_mode=True)
+    report.run("user", module.make)
+    assert report.result("user").status == "fail" and "torchrl.render" in report.result("user").detail

@@ -237,7 +237,8 @@ def check_masked_categorical(args) -> str:
 def check_noisy_linear(args) -> str:
     """NoisyLinear adds its noise only under ExplorationType.RANDOM (pytorch/rl#3082 fixing
     #875/#3069); train()/eval() does not switch it, and forward does not resample
-    (reset_noise does). The switch is ``use_exploration_type``: absent in torchrl 0.11 (skipped), opt-in in 0.12 (default None: turned on here and said),
+    (reset_noise does). The switch is ``use_exploration_type``: absent in torchrl 0.11 (skipped), opt-in in 0.12 (default None, unset: turned on here and said; an explicit False is
+    checked as it is),
     the default from 0.13 (read from the installed signature)."""
     import inspect
 
@@ -249,7 +250,7 @@ def check_noisy_linear(args) -> str:
     if switch is None:
         raise sr.CheckSkipped(f"NoisyLinear of torchrl {sr.installed_version('torchrl')} has no use_exploration_type "
                               "(the exploration-type switch came in 0.12): not checked on this release")
-    opt_in = {} if switch.default is True else {"use_exploration_type": True}
+    opt_in = {"use_exploration_type": True} if switch.default is None else {}  # 0.12's unset default warns
     n = args.batch
     torch.manual_seed(0)
     layer = NoisyLinear(OBS_DIM, 2, **opt_in)
