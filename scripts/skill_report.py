@@ -409,7 +409,7 @@ def standard_main(
     """The shared body of every check script's ``main``: parse, probe, check, report.
 
     The all-checks runner (scripts/run_all_checks.py) calls ``build_parser`` and
-    ``run_checks`` itself so that every script runs in one process. A script with a
+    ``run_checks`` itself, in worker processes that each run many scripts. A script with a
     ``--timeout`` flag gets that limit on each of its checks. ``import_torchrl=False``:
     the versions are checked but torchrl is not imported (a script whose work happens in
     a child process, like audit_run.py, saves the import).
