@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from skill_report import AREAS  # noqa: E402  ("root" and the six sub-skills)
+from _base import AREAS  # noqa: E402  ("root" and the six sub-skills)
 
 INDEX_PATH = Path(__file__).resolve().parent / "error_index.json"
 SCHEMA_ID = "torchrl-skill.errors/1"

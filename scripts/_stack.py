@@ -60,7 +60,7 @@ def require_stack(import_torchrl: bool = True) -> dict[str, str | None]:
     check failure for ``scripts/check_torchrl_env.py`` to report, not a reason to refuse.
     Returns :func:`stack_versions`.
     """
-    from skill_report import cannot_run, first_line
+    from _base import cannot_run, first_line
 
     versions = stack_versions()
     pins = " ".join(f"{d}=={v}" for d, v in VERIFIED.items())

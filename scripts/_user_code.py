@@ -34,7 +34,7 @@ _BUNDLE = Path(__file__).resolve().parent.parent
 
 
 def _cannot_run(reason: str, fix: str = ""):
-    from skill_report import cannot_run
+    from _base import cannot_run
 
     cannot_run(reason, fix)
 
@@ -230,7 +230,7 @@ def import_target(target: Target):
             "move the script's top-level work under if __name__ == \"__main__\":",
         )
     except BaseException as err:
-        from skill_report import first_line
+        from _base import first_line
 
         _cannot_run(
             f"importing {target.label.split(':')[0]} raised {first_line(err, 200)} (at {error_site(err)})",
@@ -260,6 +260,6 @@ def call_user(fn, what: str, *args, **kwargs):
     except SystemExit as err:
         if type(err).__name__ == "CannotRun":
             raise
-        from skill_report import CheckFailed
+        from _base import CheckFailed
 
         raise CheckFailed(f"{what} called sys.exit({err.code!r}) (at {error_site(err)}); return a value instead") from None

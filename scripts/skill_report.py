@@ -50,71 +50,19 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 # Sibling modules (scripts put this folder on sys.path); their public names are part of
-# this helper's API, so scripts reach everything as ``sr.<name>``.
+# this helper's API, so scripts reach everything as ``sr.<name>``. They import from _base,
+# never from here.
 import _user_code  # noqa: E402
+from _base import (  # noqa: E402,F401
+    AREAS, BUNDLE_ROOT, EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, BackendMissing, CannotRun, CheckFailed,
+    CheckSkipped, cannot_run, first_line, next_key, one_line,
+)
 from _cli import EXIT_CODES_HELP, add_device_flag, add_timeout_flag, int_at_least, make_parser, number_above  # noqa: E402,F401
 from _processes import child_processes, leftover_processes  # noqa: E402,F401
 from _stack import SUPPORTED, VERIFIED, installed_version, plain_torchrl_logs, require_stack, stack_versions  # noqa: E402,F401
 
 SCHEMA_ID = "torchrl-skill.report/1"
-# Where scripts live: "root" (scripts/) and the six sub-skills (sub-skills/<name>/scripts/).
-AREAS = (
-    "root",
-    "envs-and-transforms",
-    "collectors-and-replay",
-    "modules-and-policies",
-    "objectives-and-training",
-    "llm-vla-and-services",
-    "development-and-testing",
-)
-BUNDLE_ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_PATH = BUNDLE_ROOT / "scripts" / "report.schema.json"
-
-EXIT_OK = 0
-EXIT_FAIL = 1
-EXIT_CANNOT_RUN = 2
-EXIT_INTERRUPTED = 130  # the shell's code for a SIGINT death (128 + 2)
-
-
-class CheckFailed(Exception):
-    """Raise inside a check: the check ran and found a fault (status ``fail``)."""
-
-
-class CheckSkipped(Exception):
-    """Raise inside a check: it cannot run here or was not asked for (``skip``)."""
-
-
-class BackendMissing(Exception):
-    """Raise inside a check: an optional backend is not installed (``missing``)."""
-
-
-class CannotRun(SystemExit):
-    """Exit 2 with one line on stderr; raised by :func:`cannot_run`."""
-
-
-def one_line(text: str) -> str:
-    """``text`` with every run of whitespace (newlines included) folded to one space."""
-    return " ".join(str(text).split())
-
-
-def first_line(err: BaseException, limit: int = 300) -> str:
-    """``"TypeName: first line of the message"`` (at most ``limit`` characters), never a traceback."""
-    lines = str(err).strip().splitlines()
-    text = f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
-    return text[:limit]
-
-
-def next_key(key: str | tuple) -> tuple:
-    """``("next", *key)``: where EnvBase.step writes an observation, reward or done key."""
-    return ("next", *key) if isinstance(key, tuple) else ("next", key)
-
-
-def cannot_run(reason: str, fix: str = "") -> "CannotRun":
-    """Print ``<script>: error: REASON; fix: FIX`` on stderr and exit 2 (no traceback)."""
-    prog = Path(sys.argv[0]).name or "torchrl-skill"
-    line = f"{prog}: error: {reason}" + (f"; fix: {fix}" if fix else "")
-    print(one_line(line), file=sys.stderr)
-    raise CannotRun(EXIT_CANNOT_RUN)
 
 
 @dataclass

@@ -43,3 +43,28 @@ def test_any_other_crash_is_the_checks_failure_with_its_site():
     report.run("crash", boom)
     row = report.result("crash")
     assert row.status == "fail" and row.detail.startswith("ValueError: bad shape (raised at ")
+
+
+def test_helpers_import_in_one_direction():
+    """_base at the bottom (imports no bundle module), the helpers above it, skill_report on
+    top: no helper imports skill_report, even inside a function (issue 22)."""
+    import ast
+
+    from conftest import BUNDLE
+
+    bundle_modules = {p.stem for p in (BUNDLE / "scripts").glob("*.py")}
+
+    def imported(name):
+        tree = ast.parse((BUNDLE / "scripts" / f"{name}.py").read_text())
+        found = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                found.add(node.module.split(".")[0])
+        return found & bundle_modules
+
+    assert imported("_base") == set()
+    for helper in ("_cli", "_stack", "_processes", "_user_code", "_error_index"):
+        assert imported(helper) <= {"_base"}, (helper, imported(helper))
+    assert {"_base", "_cli", "_stack", "_processes", "_user_code"} <= imported("skill_report")
