@@ -42,15 +42,46 @@ def test_4316_multicategorical_project_clamps_both_bounds():
     assert spec.project(inside).tolist() == [2, 0]  # values already in the spec are left alone
 
 
-def test_3074_scalar_binary_spec_survives_shape_ops():
+def test_3074_3084_binary_spec_shape_ops_recompute_n():
     from torchrl.data import Binary
 
-    spec = Binary(shape=())
-    assert spec.clone().shape == () and spec.clone().n == 2  # 0.9.0/0.9.1: IndexError from shape[-1]
-    assert spec.unsqueeze(0).shape == (1,) and spec.expand(3).shape == (3,)
-    assert spec.is_in(spec.rand()) and spec.zero().shape == ()
-    vector = Binary(n=4)  # the shaped case keeps n = last dim
+    scalar = Binary(shape=())
+    assert scalar.clone().shape == ()  # 0.9.0/0.9.1: IndexError: tuple index out of range
+    assert scalar.expand(3, 3).shape == (3, 3)  # 0.9.2: ValueError, n=None against shape [3, 3]
+    assert scalar.unsqueeze(0).shape == (1,) and scalar.is_in(scalar.rand()) and scalar.zero().shape == ()
+    column = Binary(n=1, shape=(3, 1))
+    squeezed = column.squeeze(-1)  # the last dim changes: 0.9.2 passed the old n=1 for shape [3]
+    assert squeezed.shape == (3,) and squeezed.is_in(squeezed.rand())
+    vector = Binary(n=4)  # ops that keep the last dim were never affected
     assert vector.clone().shape == (4,) and vector.expand(2, 4).shape == (2, 4)
+
+
+def test_2175_probabilistic_actor_samples_only_when_asked():
+    from tensordict.nn import InteractionType
+    from torchrl.collectors import Collector
+    from torchrl.envs import GymEnv
+    from torchrl.envs.utils import ExplorationType, set_exploration_type
+    from torchrl.modules import OneHotCategorical, ProbabilisticActor
+
+    torch.manual_seed(0)
+    env = GymEnv("CartPole-v1")
+    net = TensorDictModule(nn.Linear(4, 2), ["observation"], ["logits"])
+    with torch.no_grad():  # action 1 has probability ~0.73, action 0 ~0.27
+        net.module.weight.zero_()
+        net.module.bias.copy_(torch.tensor([0.0, 1.0]))
+    actor = ProbabilisticActor(net, in_keys=["logits"], distribution_class=OneHotCategorical, spec=env.action_spec)
+    assert actor.default_interaction_type == InteractionType.DETERMINISTIC
+    obs = TensorDict(observation=torch.zeros(400, 4), batch_size=[400])
+    assert (actor(obs.clone())["action"].argmax(-1) == 1).all()  # no context: always the mode
+    with set_exploration_type(ExplorationType.RANDOM):
+        picked = actor(obs.clone())["action"].argmax(-1)
+    assert 0 in picked and 1 in picked
+    collector = Collector(env, actor, frames_per_batch=200, total_frames=200)
+    try:
+        batch = next(iter(collector))  # a collector samples (its exploration_type is RANDOM)
+    finally:
+        collector.shutdown()
+    assert 0 in batch["action"].argmax(-1)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float64])
@@ -455,7 +486,7 @@ def _counted_pendulum(i=0):
 
 @pytest.mark.slow
 def test_4028_4093_parallel_env_metadata_without_parent_envs():
-    from torchrl.envs import ParallelEnv
+    from torchrl.envs import GymEnv, ParallelEnv
 
     distinct = [functools.partial(_counted_pendulum, i) for i in range(2)]
     for factories, kwargs, built in ((distinct, {}, 2), (_counted_pendulum, {}, 1)):
@@ -467,5 +498,18 @@ def test_4028_4093_parallel_env_metadata_without_parent_envs():
     env = ParallelEnv(2, distinct, metadata_from_workers=True)
     try:
         assert env.rollout(3).batch_size == (2, 3) and CONSTRUCTED == []  # only the workers built envs
+    finally:
+        env.close()
+    built = []
+    real_init = GymEnv.__init__
+
+    def counting_init(self, *args, **kwargs):
+        built.append(args)
+        real_init(self, *args, **kwargs)
+
+    with mock.patch.object(GymEnv, "__init__", counting_init):  # the parent's GymEnv calls only
+        env = GymEnv("Pendulum-v1", num_workers=2)  # 0.14: a ParallelEnv whose workers report metadata
+    try:  # 0.13.x: ParallelEnv(num_workers, EnvCreator(make_env)); EnvCreator builds one GymEnv in the parent
+        assert type(env).__name__ == "ParallelEnv" and built == [] and env.rollout(2).batch_size == (2, 2)
     finally:
         env.close()
