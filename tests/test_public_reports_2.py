@@ -89,15 +89,15 @@ def test_4136_truncated_normal_samples_keep_the_parameter_dtype(dtype):
     from torchrl.modules import TruncatedNormal
 
     dist = TruncatedNormal(torch.zeros(64, dtype=dtype), torch.ones(64, dtype=dtype), low=-1.0, high=1.0)
-    sample = dist.rsample()  # 0.13.x: float32 whatever the parameters (torch.empty in the default dtype)
+    sample = dist.rsample()  # 0.13.x: float32 from float16 (uniforms drawn in the default dtype); float64 kept
     assert sample.dtype == dtype and bool(((sample >= -1) & (sample <= 1)).all())
     assert TruncatedNormal(torch.zeros(3), torch.ones(3)).rsample().dtype == torch.float32
 
 
 class _SpyGym:
-    """A gymnasium CartPole whose ``step`` records the action gymnasium received."""
+    """A gymnasium env whose ``step`` records the action gymnasium received."""
 
-    def __new__(cls, seen):
+    def __new__(cls, env_id, seen):
         import gymnasium as gym
 
         class Spy(gym.Wrapper):
@@ -105,33 +105,35 @@ class _SpyGym:
                 seen.append(int(action))
                 return super().step(action)
 
-        return Spy(gym.make("CartPole-v1"))
+        return Spy(gym.make(env_id))
 
 
-def _actor(spec, dist):
+def _actor(spec, dist, n_obs, n_actions):
     from torchrl.modules import ProbabilisticActor
 
-    net = TensorDictModule(nn.Linear(4, 2), ["observation"], ["logits"])
-    with torch.no_grad():  # always prefers action 1
+    net = TensorDictModule(nn.Linear(n_obs, n_actions), ["observation"], ["logits"])
+    with torch.no_grad():  # always prefers the last action
         net.module.weight.zero_()
-        net.module.bias.copy_(torch.tensor([-8.0, 8.0]))
+        net.module.bias.fill_(-8.0)
+        net.module.bias[-1] = 8.0
     return ProbabilisticActor(net, in_keys=["logits"], distribution_class=dist, spec=spec)
 
 
-def test_2572_torch_categorical_on_a_one_hot_spec_sends_action_zero():
+@pytest.mark.parametrize("env_id, n_obs, n_actions", [("CartPole-v1", 4, 2), ("MountainCar-v0", 2, 3)])
+def test_2572_torch_categorical_on_a_one_hot_spec_sends_action_zero(env_id, n_obs, n_actions):
     from torch.distributions import Categorical
     from torchrl.envs import GymWrapper
     from torchrl.modules import OneHotCategorical
 
-    seen = []
-    env = GymWrapper(_SpyGym(seen))  # default encoding: OneHot(2)
-    td = env.rollout(5, _actor(env.action_spec, Categorical))
-    assert (td["action"] == 1).all() and set(seen) == {0}  # the policy chose 1, gymnasium got 0: nothing raised
+    seen, last = [], n_actions - 1
+    env = GymWrapper(_SpyGym(env_id, seen))  # default encoding: OneHot(n)
+    td = env.rollout(5, _actor(env.action_spec, Categorical, n_obs, n_actions))
+    assert (td["action"] == last).all() and set(seen) == {0}  # the policy chose `last`, gymnasium got 0
     for encoding, dist in ((False, OneHotCategorical), (True, Categorical)):  # the two matching pairs
         seen.clear()
-        env = GymWrapper(_SpyGym(seen), categorical_action_encoding=encoding)
-        env.rollout(5, _actor(env.action_spec, dist))
-        assert set(seen) == {1}, (encoding, dist)
+        env = GymWrapper(_SpyGym(env_id, seen), categorical_action_encoding=encoding)
+        env.rollout(5, _actor(env.action_spec, dist, n_obs, n_actions))
+        assert set(seen) == {last}, (encoding, dist)
 
 
 def test_1652_bounded_spec_with_an_infinite_bound_samples_nan_or_inf():
@@ -141,6 +143,8 @@ def test_1652_bounded_spec_with_an_infinite_bound_samples_nan_or_inf():
     assert torch.isnan(both.rand()).all() and not both.is_in(both.rand())
     upper = Bounded(low=0.0, high=torch.inf, shape=(8,))
     assert torch.isinf(upper.rand()).all()  # inside the spec, and still useless as a sample
+    lower = Bounded(low=-torch.inf, high=0.0, shape=(8,))
+    assert torch.isnan(lower.rand()).all()  # an infinite low gives NaN, not -inf
     finite = Unbounded(shape=(8,))
     assert torch.isfinite(finite.rand()).all() and finite.is_in(finite.rand())
     assert torch.isfinite(Bounded(low=-2.0, high=2.0, shape=(8,)).rand()).all()
@@ -176,9 +180,11 @@ def test_3078_masked_categorical_agent_batch_log_prob_and_entropy():
     assert fast.log_prob(action).shape == (2, 3, 4)
     assert torch.allclose(fast.log_prob(action), slow.log_prob(action), atol=1e-5)
     with pytest.raises(RuntimeError, match="tensor shape is incompatible with dest shape"):
-        fast.entropy()  # still on 0.14.1: entropy needs the mask at the logits' shape
+        fast.entropy()  # still on 0.14.1: a mask with fewer dims than the logits
+    same_ndim = MaskedCategorical(logits=logits, mask=mask.view(1, 1, 1, 5))  # size-1 dims broadcast fine
     full = MaskedCategorical(logits=logits, mask=mask.expand(2, 3, 4, 5))
-    assert full.entropy().shape == (2, 3, 4) and torch.allclose(full.log_prob(action), slow.log_prob(action), atol=1e-5)
+    assert torch.allclose(same_ndim.entropy(), full.entropy()) and full.entropy().shape == (2, 3, 4)
+    assert torch.allclose(full.log_prob(action), slow.log_prob(action), atol=1e-5)
 
 
 def test_3197_multidiscrete_agent_actions_need_one_masked_categorical_head():
