@@ -443,6 +443,22 @@ def test_4346_module_transform_follows_to_device():
         _ = cpu.device
 
 
+@pytest.mark.parametrize("tokenize_before_move", [True, False])
+def test_4345_tokenizer_outputs_follow_env_to(tokenize_before_move):
+    import torchrl.envs.transforms as env_transforms
+    from torchrl.envs import TransformedEnv
+    from torchrl.envs.llm.transforms import Tokenizer
+    from torchrl.testing.mocking_classes import CountingEnv
+
+    for cls in (Tokenizer, env_transforms.Tokenizer):  # the LLM transform and the envs one
+        transform = cls(in_keys=["text"], out_keys=["tokens"], tokenizer=_tiny().make_tokenizer())
+        env = TransformedEnv(CountingEnv(), transform)
+        if tokenize_before_move:  # 0.14.0 cached the parent's device here, then kept it
+            assert all(t.device.type == "cpu" for t in transform.call_tokenizer_fn("hello"))
+        env.to("meta")
+        assert all(t.device.type == "meta" for t in transform.call_tokenizer_fn("hello")), cls
+
+
 def test_4363_dapo_builds_from_an_actor_and_trains():
     from torchrl.objectives.llm import DAPO, GRPOLoss
 
