@@ -85,7 +85,7 @@ def error_text(args) -> str | None:
 
 def checked_names(args) -> list[str]:
     """The NAMEs, each validated (exit 2 on an empty or malformed one)."""
-    from _explain_names import BadName, check_name
+    from _explain.names import BadName, check_name
 
     names = args.names or DEFAULT_NAMES
     try:
@@ -126,10 +126,10 @@ def version_note(versions: dict) -> str:
 # ---------------------------------------------------------------------------- names
 def explain_lines(name: str, versions: dict) -> tuple[bool, list[str]]:
     """``(found, lines)`` for one NAME: the full explanation, or why it was not found."""
-    import _explain_facts as fx
-    from _explain_kinds import kind_facts
-    from _explain_names import Found, resolve
-    from _explain_notes import notes_for, rename_line
+    from _explain import facts as fx
+    from _explain.kinds import kind_facts
+    from _explain.names import Found, resolve
+    from _explain.notes import notes_for, rename_line
 
     hit = resolve(name)
     if not isinstance(hit, Found):
@@ -205,7 +205,7 @@ def check_name(name: str, versions: dict, json_mode: bool):
 
 # ---------------------------------------------------------------------------- errors
 def error_lines(entry, score: float, matched: str) -> list[str]:
-    import _explain_facts as fx
+    from _explain import facts as fx
 
     how = "near miss (similar words)" if score < 50 else f"matched {matched!r}"
     lines = [f"{entry.title}  [{entry.page}#{entry.anchor}]"]
@@ -217,11 +217,11 @@ def error_lines(entry, score: float, matched: str) -> list[str]:
 
 def run_error(text: str, args, report: sr.Report) -> None:
     """Rows for an error text: first the answer derived from the installed library when the
-    text names a torchrl/tensordict object (``_explain_errors``), then the index entries
+    text names a torchrl/tensordict object (``_explain/errors.py``), then the index entries
     that match. With no entry, ``error:no-match`` fails unless a derived answer was given
     (then it is a skip: the derived rows are the answer)."""
     import _error_index as ei
-    from _explain_errors import derived
+    from _explain.errors import derived
 
     answers = derived(text)
     for name, lines in answers:
@@ -272,7 +272,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    import _explain_names
+    from _explain import names as _names
 
-    _explain_names.HIDE = True  # a fresh interpreter: keep Ray/vLLM/SGLang out (see _explain_names)
+    _names.HIDE = True  # a fresh interpreter: keep Ray/vLLM/SGLang out (see _explain/names.py)
     sr.main_guard(main)

@@ -172,7 +172,7 @@ def test_malformed_entries_are_rejected(bad, why):
 
 def test_entry_names_resolve_in_the_installed_library():
     """``names`` key explain.py's notes: each must be a public name (or member) of torchrl/tensordict."""
-    from _explain_names import Found, resolve
+    from _explain.names import Found, resolve
 
     wrong = [f"{e.id}: {n}" for e in ENTRIES for n in e.names if not isinstance(resolve(n), Found)]
     assert wrong == [], wrong
@@ -320,7 +320,7 @@ def test_a_bad_keyword_or_missing_argument_prints_the_live_signature():
 
 
 def test_objects_outside_torchrl_get_no_derived_answer():
-    import _explain_errors as ee
+    from _explain import errors as ee
 
     assert ee.derived("AttributeError: 'NoneType' object has no attribute 'foo'") == []
     assert ee.derived("TypeError: MyEnv.__init__() got an unexpected keyword argument 'k'") == []

@@ -20,9 +20,9 @@ import pytest
 import torch
 from conftest import BUNDLE, load_module, rows, run_main, run_python
 
-import _explain_facts as fx
-import _explain_kinds as kinds
-import _explain_names as en
+from _explain import facts as fx
+from _explain import kinds
+from _explain import names as en
 
 explain = load_module("scripts/explain")
 sys.path.insert(0, str(BUNDLE / "tests" / "error_triggers"))
@@ -307,6 +307,7 @@ def test_value_estimator_keys_are_its_class_defaults():
 def test_notes_carry_renames_and_index_entries_with_links():
     import _error_index as ei
 
+    assert en.api_changes_path().is_file()  # a missing table reads as "no notes", silently
     text = lines("ClipPPOLoss")
     assert "keyword entropy_coef= -> entropy_coeff=" in text
     assert "sub-skills/development-and-testing/references/api-changes.md#keyword-arguments" in text

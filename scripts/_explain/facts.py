@@ -1,7 +1,7 @@
 """What ``scripts/explain.py`` says about any live object: its kind, signature (seeing
 through metaclasses, overloads and ``**kwargs`` forwarding), first docstring paragraph,
 constructor parameters grouped by purpose, and the optional backends its module imports.
-The facts measured per kind are in ``_explain_kinds.py`` (losses: ``_explain_loss.py``).
+The facts measured per kind are in ``kinds.py`` (losses: ``loss.py``).
 
 Everything is read from the installed library at run time (``inspect``, the class's MRO,
 a tiny instance where one is cheap); the only tables here say which parameter names

@@ -14,7 +14,7 @@ import contextlib
 import inspect
 import warnings
 
-from _explain_facts import _default, _short_repr, forwarded_params, live_signature
+from .facts import _default, _short_repr, forwarded_params, live_signature
 
 
 def _defined_in(cls, method: str) -> str:
@@ -156,7 +156,7 @@ def buffer_facts(cls) -> list[str]:
 def _remote(cls) -> bool:
     """True for a class that lives with an optional backend or a service (building it could
     start Ray, a server or worker processes)."""
-    from _explain_names import wanted_backends
+    from .names import wanted_backends
 
     return bool(wanted_backends(cls.__name__) or wanted_backends(cls.__module__)
                 or any(w in cls.__module__ for w in ("distributed", "services", "remote")))
@@ -206,7 +206,7 @@ def kind_facts(obj, kind: str) -> list[str]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if kind == "loss module":
-            from _explain_loss import loss_facts
+            from .loss import loss_facts
 
             return loss_facts(obj)
         table = {

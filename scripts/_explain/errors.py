@@ -73,7 +73,7 @@ def _stack() -> bool:
 
 def _resolve(name: str):
     """``(dotted path, object)`` of a torchrl/tensordict name, or None."""
-    from _explain_names import Found, resolve
+    from .names import Found, resolve
 
     try:
         hit = resolve(name)
@@ -94,7 +94,7 @@ def rename_rows(old: str, owner=None) -> list[str]:
     """The rename table's rows whose old name or keyword is ``old``, one line each. With
     ``owner`` (a class or module), only the rows about it or a class it inherits from when
     there are any (``Bounded.minimum``: the Bounded keyword row, not ContinuousBox's)."""
-    from _explain_names import api_changes
+    from .names import api_changes
 
     mine = {f"{k.__module__}.{k.__qualname__}" for k in getattr(owner, "__mro__", ())} | {k.__name__ for k in getattr(owner, "__mro__", ())}
     if owner is not None and not isinstance(owner, type):
@@ -120,8 +120,8 @@ def _closest(word: str, names: list[str], renamed: list[str]) -> list[str]:
 
 
 def _attribute_lines(found: re.Match) -> list[str]:
-    import _explain_facts as fx
-    from _explain_names import defined_in_submodule
+    from . import facts as fx
+    from .names import defined_in_submodule
 
     attr = found.group("attr")
     if "module" in found.groupdict():
@@ -162,8 +162,8 @@ def _named_in_traceback(text: str, kw: str) -> str | None:
 
 
 def _call_lines(found: re.Match, text: str) -> list[str]:
-    import _explain_facts as fx
-    from _explain_notes import kwarg_lines
+    from . import facts as fx
+    from .notes import kwarg_lines
 
     call = found.group("call")
     kw = found.groupdict().get("kw")

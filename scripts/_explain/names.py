@@ -338,7 +338,7 @@ def closest(name: str, n: int = 5) -> tuple[str, ...]:
 
 
 def api_changes_path() -> Path:
-    return Path(__file__).resolve().parent.parent / "sub-skills" / "development-and-testing" / "scripts" / "api_changes.json"
+    return Path(__file__).resolve().parents[2] / "sub-skills" / "development-and-testing" / "scripts" / "api_changes.json"
 
 
 @functools.lru_cache(maxsize=None)
