@@ -35,8 +35,9 @@ EXAMPLE = (
 )
 EXIT_CODES = (
     "exit codes:\n"
-    "  0    every NAME was explained, or the error text matched an entry or names a\n"
-    "       torchrl/tensordict object explain answers for (a missing attribute or keyword)\n"
+    "  0    every NAME was explained (a NAME whose module needs an optional dependency\n"
+    "       that is not installed is a MISSING row naming it), or the error text matched\n"
+    "       an entry or names a torchrl/tensordict object explain answers for\n"
     "  1    a NAME is not in the installed library, or nothing answers the error text\n"
     "       (its row names the closest public names or entries)\n"
     "  2    cannot run: an empty or malformed NAME, an --error-file that does not exist or\n"
@@ -124,14 +125,18 @@ def version_note(versions: dict) -> str:
 
 
 # ---------------------------------------------------------------------------- names
-def explain_lines(name: str, versions: dict) -> tuple[bool, list[str]]:
-    """``(found, lines)`` for one NAME: the full explanation, or why it was not found."""
+def explain_lines(name: str, versions: dict) -> tuple[bool | None, list[str]]:
+    """``(found, lines)`` for one NAME: the full explanation, or why it was not found.
+    ``found`` is None for a public name whose module needs an optional dependency that
+    is not installed here (the line says which, and how to install it)."""
     from _explain import facts as fx
     from _explain.kinds import kind_facts
-    from _explain.names import Found, resolve
+    from _explain.names import Found, NeedsBackend, resolve
     from _explain.notes import notes_for, rename_line
 
     hit = resolve(name)
+    if isinstance(hit, NeedsBackend):
+        return (None if not hit.installed else False), [hit.line()]
     if not isinstance(hit, Found):
         lines = [f"{name}: not in torchrl {versions.get('torchrl')} / tensordict {versions.get('tensordict')}"
                  + (f" ({hit.reason})" if hit.reason else "")]
@@ -193,9 +198,11 @@ def check_name(name: str, versions: dict, json_mode: bool):
 
     def run():
         found, lines = explain_lines(name, versions)
+        detail = json_detail(lines) if json_mode else lines[0]
+        if found is None:  # an optional dependency absent: a MISSING row, never "not in torchrl"
+            raise sr.BackendMissing(detail)
         if not json_mode:
             print("\n".join(lines))
-        detail = json_detail(lines) if json_mode else lines[0]
         if not found:
             raise sr.CheckFailed(detail)
         return detail

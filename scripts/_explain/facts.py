@@ -304,6 +304,12 @@ def _candidates() -> tuple[re.Pattern, dict]:
     return rx, names
 
 
+def dist_of(import_name: str) -> str:
+    """The distribution torchrl's optional extras name for a top-level import name
+    (``hydra`` -> ``hydra-core``); the import name itself when no extra lists it."""
+    return _candidates()[1].get(import_name.lower(), import_name)
+
+
 @functools.lru_cache(maxsize=None)
 def _module_backends(module_name: str) -> tuple[str, ...]:
     module = sys.modules.get(module_name)
