@@ -32,6 +32,7 @@ import pytest
 from conftest import BUNDLE, SCRIPTS, load_module
 
 import _error_index as ei
+from _explain.tracebacks import answer
 
 # Placeholders that cannot be files: replaced token by token.
 PLACEHOLDERS = {"N": "4"}
@@ -94,8 +95,9 @@ def _area(where: str) -> str:
 def argv_of(command: Command, project: Path) -> list[str]:
     """The command's arguments as the shell passes them, placeholders replaced; ``~`` is the project."""
     if command.stem == "explain" and any(f'"{p}"' in command.args for p in ERROR_PLACEHOLDERS):
-        # the last line of a real error of the area the command is written in
-        entry = next(e for e in ei.load() if e.area == _area(command.where[0]) and e.proof and e.signatures)
+        # the last line of a real error of the area the command is written in, one its text confirms
+        entry = next(e for e in ei.load() if e.area == _area(command.where[0]) and e.proof and e.signatures
+                     and any(h.confirmed and h.entry.id == e.id for h in answer(e.title)[0]))
         return ["--error", entry.title]
     argv = []
     for token in shlex.split(command.args):

@@ -328,16 +328,6 @@ def test_error_text_finds_its_entry_and_json_validates():
     jsonschema.validate(report, SCHEMA)
 
 
-def test_error_file_with_a_whole_traceback(tmp_path):
-    trace = tmp_path / "traceback.txt"
-    trace.write_text(
-        "Traceback (most recent call last):\n  File \"/home/u/train.py\", line 9, in <module>\n"
-        "    rb.extend(batch)\nRuntimeError: tensor shape is incompatible with dest shape, got: "
-        "tensor.shape=torch.Size([8, 2]), dest=torch.Size([8, 1])\n")
-    code, report = run_main("scripts/explain", "--error-file", str(trace))
-    assert code == 0 and report["checks"][0]["name"] == "error:tensor-shape-incompatible-dest-shape-got"
-
-
 def test_error_that_matches_nothing_exits_1():
     code, report = run_main("scripts/explain", "--error", "ZeroDivisionError: division by zero")
     assert code == 1 and rows(report)["error:no-match"][0] == "fail"

@@ -1,6 +1,7 @@
 """Answers derived from the installed library for ``explain.py --error``: when the error
 text names a TorchRL/TensorDict object, that object is resolved live and what it really
-has is printed, before (or instead of) any error-index entry.
+has is printed, before (or instead of) any error-index entry; when it is a traceback
+through torchrl/tensordict, the function that raised is explained (``raising.py``).
 
 Two families of Python's own messages (CPython 3.10+ wording, verified on 3.11 with
 torchrl 0.14.1):
@@ -44,9 +45,22 @@ SHOWN = 30  # at most this many attribute names listed
 
 
 def derived(text: str) -> list[tuple[str, list[str]]]:
-    """``[(row name, lines)]`` for the last error line of ``text``; ``[]`` when it is not
-    one of the messages above, its object is not torchrl/tensordict, or torchrl cannot be
-    imported here."""
+    """``[(row name, lines)]``: the function that raised when ``text`` is a traceback through
+    torchrl/tensordict (``raising.py``), then the answer for the last error line when it is
+    one of the messages above about a torchrl/tensordict object; ``[]`` when there is
+    neither or torchrl cannot be imported here."""
+    from . import tracebacks as tb
+
+    out = []
+    if any(f.library for f in tb.frames(text)) and _stack():
+        from .raising import raising_lines
+
+        lines = raising_lines(text)
+        out += [("derived:raising-frame", lines)] if lines else []
+    return out + _message_answer(text)
+
+
+def _message_answer(text: str) -> list[tuple[str, list[str]]]:
     last = ei.last_error_line(text)
     for pattern in ATTRIBUTE:
         found = pattern.search(last)
