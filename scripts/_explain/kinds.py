@@ -192,11 +192,13 @@ def module_facts(obj) -> list[str]:
         return []
     for _, extra in forwarded_params(obj):
         params.update({p.name: p for p in extra})
+    from .pairing import module_facts as pairing
+
     p = params.get("default_interaction_type")
     if p is None or p.default is p.empty:
-        return []
+        return pairing(params)
     return [f"outside set_exploration_type(...) it acts by default_interaction_type={_default(p.default)} "
-            "(set_exploration_type(ExplorationType.RANDOM) to sample)"]
+            "(set_exploration_type(ExplorationType.RANDOM) to sample)"] + pairing(params)
 
 
 def kind_facts(obj, kind: str) -> list[str]:
@@ -209,7 +211,10 @@ def kind_facts(obj, kind: str) -> list[str]:
             from .loss import loss_facts
 
             return loss_facts(obj)
+        from .pairing import distribution_facts
+
         table = {
+            "distribution": distribution_facts,
             "transform": transform_facts,
             "collector": collector_facts,
             "storage": storage_facts,
