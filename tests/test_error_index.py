@@ -170,6 +170,8 @@ def test_index_is_well_formed():
     ({"id": "x", "area": "root", "title": "t", "cause": "c", "fix": "f", "verify": "v", "versions": "v", "patterns": ["("]}, "bad pattern"),
     ({"id": "x", "area": "root", "title": "t", "cause": "c", "fix": "f", "verify": "v", "versions": "v", "page": "../x.md"}, "page"),
     ({"id": "x", "area": "root", "title": "t", "cause": "c", "fix": "f", "verify": "v", "versions": "v", "also": ["root"]}, "also"),
+    ({"id": "x", "area": "root", "title": "t", "cause": "c", "fix": "f", "verify": "v", "versions": "v",
+      "frames": ["discrete.py:entropy"]}, "frames"),
 ])
 def test_malformed_entries_are_rejected(bad, why):
     with pytest.raises(ValueError, match=why):
@@ -343,6 +345,9 @@ def test_double_to_float_fix_converts_only_float64_entries():
     """The fix of double-to-float-key-not-float64, run: DoubleToFloat() over Pendulum-v1
     (float32 in GymEnv) converts nothing; over a float64 entry it converts that one only."""
     import torch
+
+    if str(TRIGGERS) not in sys.path:  # _tiny lives with the triggers (run alone, no trigger put it there)
+        sys.path.insert(0, str(TRIGGERS))
     from _tiny import TinyEnv
     from torchrl.data import Composite, Unbounded
     from torchrl.envs import DoubleToFloat, GymEnv, TransformedEnv

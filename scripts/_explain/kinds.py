@@ -1,7 +1,8 @@
 """Facts ``scripts/explain.py`` measures per kind of object, on the live library: what a
 transform acts on, which class each way of calling ``Collector`` builds, how a storage
 counts a batched write, what a replay buffer builds by default, which abstract methods an
-env defines, a value estimator's keys, a module's default interaction type.
+env defines, a value estimator's keys, a module's default interaction type, and what an
+env receives from each discrete distribution through each action spec (``pairing.py``).
 
 Nothing here starts a process or a backend: ``Collector``'s dispatch runs with the
 concrete classes' ``__init__`` intercepted, and classes that live with Ray or a service
