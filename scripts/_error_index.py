@@ -40,7 +40,7 @@ END_MARK = "<!-- END GENERATED -->"
 REQUIRED = ("id", "area", "title", "cause", "fix", "verify", "versions")
 OPTIONAL = (
     "section", "short", "context", "signatures", "patterns", "names", "reports", "proof", "unreproducible",
-    "also", "page",
+    "also", "page", "frames",
 )
 DEFAULT_PAGE = "troubleshooting.md"
 
@@ -53,7 +53,10 @@ class ErrorEntry:
     TorchRL/TensorDict names the entry is about (explain.py shows it for them). ``also``:
     other areas whose page carries a one-line pointer to this entry. ``page_name``: the
     file (under the area's ``references/``) it is rendered on, when an area's entries are
-    split over several pages (JSON field ``page``)."""
+    split over several pages (JSON field ``page``). ``frames``: the library functions
+    whose traceback frame confirms this entry, as ``path/under/site-packages.py:function``
+    (``torchrl/modules/distributions/discrete.py:entropy``); an entry whose only matching
+    text is a :func:`generic_messages` text is a candidate until a frame confirms it."""
 
     id: str
     area: str
@@ -73,6 +76,7 @@ class ErrorEntry:
     unreproducible: str = ""
     also: tuple[str, ...] = ()
     page_name: str = DEFAULT_PAGE
+    frames: tuple[str, ...] = ()
     _compiled: tuple = field(default=(), repr=False, compare=False)
 
     @property
@@ -126,6 +130,9 @@ def _entry(raw: dict, where: str) -> ErrorEntry:
     bad_also = [a for a in raw.get("also", []) if a not in AREAS or a == raw["area"]]
     if bad_also:
         raise ValueError(f"{where}: also {bad_also} are not other areas")
+    bad_frames = [f for f in raw.get("frames", []) if not re.fullmatch(r"(torchrl|tensordict)/[\w/]+\.py:\w+", f)]
+    if bad_frames:
+        raise ValueError(f"{where}: frames {bad_frames} are not torchrl/...py:function or tensordict/...py:function")
     values = {("page_name" if k == "page" else k): tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
     try:
         compiled = tuple(re.compile(p) for p in values.get("patterns", ()))
@@ -145,6 +152,31 @@ def _load_cached(path: str) -> tuple[ErrorEntry, ...]:
     if doubled:
         raise ValueError(f"{path}: ids used twice: {doubled}")
     return entries
+
+
+@dataclass(frozen=True)
+class GenericMessage:
+    """A message torch, tensordict or Python raises on behalf of many callers: ``text`` (its
+    stable part), ``raised_by`` (``tensordict/utils.py:expand_as_right``, ``torch`` for a
+    kernel's message, ``python`` for the interpreter's) and ``called_as`` (the name its
+    callers use, counted by tests/test_explain_tracebacks.py in the installed source)."""
+
+    text: str
+    raised_by: str
+    called_as: str = ""
+
+
+@functools.lru_cache(maxsize=None)
+def generic_messages(path: Path = INDEX_PATH) -> tuple[GenericMessage, ...]:
+    """The index's ``generic`` list: matching one of these texts alone never confirms an entry."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    return tuple(GenericMessage(**item) for item in data.get("generic", []))
+
+
+def is_generic(matched: str, path: Path = INDEX_PATH) -> bool:
+    """True when the matched text of a signature or pattern holds a generic message."""
+    flat = _norm(matched)
+    return any(_norm(g.text) in flat for g in generic_messages(path))
 
 
 def load(path: Path = INDEX_PATH) -> tuple[ErrorEntry, ...]:
@@ -216,6 +248,11 @@ def _exception_spans(text: str) -> list[tuple[int, int]]:
     if start is not None:
         spans.append((offsets[start], offsets[-1]))
     return spans
+
+
+def is_exception_line(line: str) -> bool:
+    """True for a line that starts with an exception name (``KeyError: ...``)."""
+    return bool(_EXC_LINE.match(line))
 
 
 def last_error_line(text: str) -> str:

@@ -10,7 +10,7 @@ import dataclasses
 import sys
 
 import _error_index as ei
-from _explain_names import api_changes, renames_for
+from .names import api_changes, renames_for
 
 API_PAGE = "sub-skills/development-and-testing/references/api-changes.md"
 SECTION_ANCHOR = {"names": "removed-or-moved-names", "deprecated": "deprecated-but-still-importable",

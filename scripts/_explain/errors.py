@@ -1,6 +1,7 @@
 """Answers derived from the installed library for ``explain.py --error``: when the error
 text names a TorchRL/TensorDict object, that object is resolved live and what it really
-has is printed, before (or instead of) any error-index entry.
+has is printed, before (or instead of) any error-index entry; when it is a traceback
+through torchrl/tensordict, the function that raised is explained (``raising.py``).
 
 Two families of Python's own messages (CPython 3.10+ wording, verified on 3.11 with
 torchrl 0.14.1):
@@ -44,9 +45,22 @@ SHOWN = 30  # at most this many attribute names listed
 
 
 def derived(text: str) -> list[tuple[str, list[str]]]:
-    """``[(row name, lines)]`` for the last error line of ``text``; ``[]`` when it is not
-    one of the messages above, its object is not torchrl/tensordict, or torchrl cannot be
-    imported here."""
+    """``[(row name, lines)]``: the function that raised when ``text`` is a traceback through
+    torchrl/tensordict (``raising.py``), then the answer for the last error line when it is
+    one of the messages above about a torchrl/tensordict object; ``[]`` when there is
+    neither or torchrl cannot be imported here."""
+    from . import tracebacks as tb
+
+    out = []
+    if any(f.library for f in tb.frames(text)) and _stack():
+        from .raising import raising_lines
+
+        lines = raising_lines(text)
+        out += [("derived:raising-frame", lines)] if lines else []
+    return out + _message_answer(text)
+
+
+def _message_answer(text: str) -> list[tuple[str, list[str]]]:
     last = ei.last_error_line(text)
     for pattern in ATTRIBUTE:
         found = pattern.search(last)
@@ -73,7 +87,7 @@ def _stack() -> bool:
 
 def _resolve(name: str):
     """``(dotted path, object)`` of a torchrl/tensordict name, or None."""
-    from _explain_names import Found, resolve
+    from .names import Found, resolve
 
     try:
         hit = resolve(name)
@@ -94,7 +108,7 @@ def rename_rows(old: str, owner=None) -> list[str]:
     """The rename table's rows whose old name or keyword is ``old``, one line each. With
     ``owner`` (a class or module), only the rows about it or a class it inherits from when
     there are any (``Bounded.minimum``: the Bounded keyword row, not ContinuousBox's)."""
-    from _explain_names import api_changes
+    from .names import api_changes
 
     mine = {f"{k.__module__}.{k.__qualname__}" for k in getattr(owner, "__mro__", ())} | {k.__name__ for k in getattr(owner, "__mro__", ())}
     if owner is not None and not isinstance(owner, type):
@@ -120,8 +134,8 @@ def _closest(word: str, names: list[str], renamed: list[str]) -> list[str]:
 
 
 def _attribute_lines(found: re.Match) -> list[str]:
-    import _explain_facts as fx
-    from _explain_names import defined_in_submodule
+    from . import facts as fx
+    from .names import defined_in_submodule
 
     attr = found.group("attr")
     if "module" in found.groupdict():
@@ -162,8 +176,8 @@ def _named_in_traceback(text: str, kw: str) -> str | None:
 
 
 def _call_lines(found: re.Match, text: str) -> list[str]:
-    import _explain_facts as fx
-    from _explain_notes import kwarg_lines
+    from . import facts as fx
+    from .notes import kwarg_lines
 
     call = found.group("call")
     kw = found.groupdict().get("kw")
