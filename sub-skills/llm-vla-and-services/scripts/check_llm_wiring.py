@@ -151,15 +151,37 @@ def check_behaviour_logprobs(wiring):
     count, worst, where = _compare(stored, tokens, spans, model, str(key))
     sr.expect(worst <= ATOL, f"stored {key} differ from a forward of {type(model).__name__} on the same tokens by up to "
                              f"{worst:.3g} at {where}: the ratio is not 1 at step 0, so the first update is biased")
-    out = _run_loss(wiring, grad=False)
-    ess, clip = float(out.ESS), float(out.clip_fraction)
-    sr.expect(abs(ess - 1.0) < 1e-3 and clip == 0.0,
-              f"{type(wiring.loss).__name__} at step 0 gives ESS {ess:.4f} and clip fraction {clip:.3f}, not 1 and 0: the "
-              "loss's own recompute differs from the stored log-probs (a model in train mode with dropout, or an actor "
-              "that renders other tokens)")
+    ratio, at = _step0_ratio(wiring)
+    sr.expect(ratio <= ATOL, f"{type(wiring.loss).__name__}'s own log-ratio at step 0 reaches {ratio:.3g} at {at}: the loss "
+                             "recomputes other log-probs than the stored ones there, so the first update is biased")
     return (f"stored {key} equal a forward of {type(model).__name__} on the same tokens over {count} response tokens in "
-            f"{len(tokens)} rows (max |diff| {worst:.1e}, from {spans[0][0].source}); {type(wiring.loss).__name__} at step 0: "
-            f"ESS {ess:.3f}, clip fraction 0 (ratio 1)")
+            f"{len(tokens)} rows (max |diff| {worst:.1e}, from {spans[0][0].source}); {type(wiring.loss).__name__}'s "
+            f"log-ratio at step 0 is at most {ratio:.1e} over its mask (ratio 1)")
+
+
+def _step0_ratio(wiring) -> tuple[float, str]:
+    """The largest |log ratio| the loss computes over its mask before any update, and where.
+
+    Reads ``GRPOLoss._log_weight`` (torchrl/objectives/llm/grpo.py, 0.14.1): the same
+    log-weights and mask its forward uses; rows are left-padded to the longest one."""
+    import _llm_wiring_parts as parts
+    import torch
+
+    td = wiring.rollout.copy()
+    try:
+        with torch.no_grad():
+            # adv_shape only reshapes composite log-weights: the advantage itself is check_advantage's
+            log_weight, _, _, mask = wiring.loss._log_weight(td, adv_shape=td.batch_size)
+    except Exception as err:
+        raise sr.CheckFailed(f"{type(wiring.loss).__name__} on the rollout raised {sr.first_line(err)}{_known_cause(err)}") from None
+    lw = torch.where(mask, log_weight.squeeze(-1), 0.0).abs()
+    if not lw.numel() or float(lw.max()) == 0.0:
+        return 0.0, ""
+    i, col = divmod(int(lw.argmax()), lw.shape[-1])
+    lengths = [t.numel() for t in parts.token_rows(td, wiring.loss.tensor_keys.action)]
+    t = col - (lw.shape[-1] - lengths[i])
+    what = "the sequence's first token, which torchrl scores 0.0" if t == 0 else "a token the mask includes"
+    return float(lw.max()), f"row {i}, position {t} ({what})"
 
 
 def _loss_mask(wiring):
@@ -353,7 +375,8 @@ def check_samples(wiring):
     actor_n = getattr(wiring.actor, "num_samples", None)
     sr.expect(actor_n in (None, 1), f"the loss's {type(wiring.actor).__name__} has num_samples={actor_n}: "
                                     "policy.get_new_version(generate=False, num_samples=None) keeps generate_kwargs "
-                                    "num_return_sequences; fix: get_new_version(..., generate_kwargs={}) or a fresh wrapper")
+                                    "num_return_sequences; fix: get_new_version(..., generate_kwargs={}, inplace=True) or a fresh "
+                                    "TransformersWrapper(model, generate=False)")
     asked = wiring.samples_per_prompt
     if asked is None:
         raise sr.CheckSkipped("say how many samples per prompt you asked for: return 'samples_per_prompt': N")
