@@ -79,7 +79,7 @@ def test_update_check_restores_the_weights():
     from conftest import load_module
 
     script = load_module(SCRIPT)
-    parts = load_module("llm-vla-and-services/_llm_wiring_parts")
+    parts = load_module("scripts/_llm_parts")
     script.check_update(parts.read_wiring(wiring, "wiring()"))
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
 

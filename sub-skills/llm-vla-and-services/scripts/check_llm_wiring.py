@@ -43,7 +43,7 @@ def build_parser():
 
 def check_load(args):
     """Call TARGET (or the bundled example) and read what it returns."""
-    import _llm_wiring_parts as parts
+    import _llm_parts as parts
 
     if args.target is None:
         import _llm_wiring_example
@@ -106,7 +106,7 @@ def _compare(stored_rows, tokens, spans, model, what: str) -> tuple[int, float, 
 
 
 def forward_log_probs(model, ids):
-    import _llm_wiring_parts as parts
+    import _llm_parts as parts
 
     return parts.forward_log_probs(model, ids)
 
@@ -124,7 +124,7 @@ def _describe(i, j, t, stored, fresh) -> str:
 
 def _scored(wiring):
     """``(tokens, spans)``: the rows the loss scores and where each response sits in them."""
-    import _llm_wiring_parts as parts
+    import _llm_parts as parts
 
     key = wiring.loss.tensor_keys.action
     tokens = parts.token_rows(wiring.rollout, key)
@@ -135,7 +135,7 @@ def _scored(wiring):
 
 def check_behaviour_logprobs(wiring):
     """Stored behaviour log-probs vs a fresh forward, token by token; the loss's ratio at step 0."""
-    import _llm_wiring_parts as parts
+    import _llm_parts as parts
 
     if not wiring.is_grpo:
         raise sr.CheckSkipped(f"{type(wiring.loss).__name__} reads no behaviour log-probs")
@@ -164,7 +164,7 @@ def _step0_ratio(wiring) -> tuple[float, str]:
 
     Reads ``GRPOLoss._log_weight`` (torchrl/objectives/llm/grpo.py, 0.14.1): the same
     log-weights and mask its forward uses; rows are left-padded to the longest one."""
-    import _llm_wiring_parts as parts
+    import _llm_parts as parts
     import torch
 
     td = wiring.rollout.copy()
@@ -186,7 +186,7 @@ def _step0_ratio(wiring) -> tuple[float, str]:
 
 def _loss_mask(wiring):
     """The per-row mask the loss trains on, cut to each row's own tokens, and those tokens."""
-    import _llm_wiring_parts as parts
+    import _llm_parts as parts
     import torch
 
     work = wiring.rollout.copy()
@@ -212,7 +212,7 @@ def _loss_mask(wiring):
 
 def check_loss_mask(wiring):
     """The loss's mask covers exactly the response (assistant) tokens: no prompt, no padding."""
-    import _llm_wiring_parts as parts
+    import _llm_parts as parts
 
     rows, tokens, scored = _loss_mask(wiring)
     spans = parts.response_spans(wiring.rollout if wiring.is_grpo else scored, tokens, wiring.policy.tokenizer,
@@ -242,7 +242,7 @@ def check_loss_mask(wiring):
 
 def check_advantage(wiring):
     """One advantage per sequence in the shape GRPOLoss broadcasts; normalised within groups."""
-    import _llm_wiring_parts as parts
+    import _llm_parts as parts
     import torch
 
     if not wiring.is_grpo:
@@ -291,7 +291,7 @@ def check_update(wiring):
     """One optimizer step on the loss moves the policy's trainable tensors and nothing frozen."""
     import copy
 
-    import _llm_wiring_parts as parts
+    import _llm_parts as parts
     import torch
 
     model = parts.model_of(wiring.policy) or parts.model_of(wiring.actor)
@@ -333,7 +333,7 @@ def check_update(wiring):
 
 def check_reference(wiring):
     """With a KL to a reference: frozen, same tokenizer and padding side, aligned log-probs."""
-    import _llm_wiring_parts as parts
+    import _llm_parts as parts
 
     ref, coeff = wiring.reference, getattr(wiring.loss, "kl_to_ref_coeff", None)
     if ref is None and not coeff:
@@ -370,7 +370,7 @@ def check_reference(wiring):
 
 def check_samples(wiring):
     """Rows per prompt equal samples_per_prompt; the loss's actor does not sample again."""
-    import _llm_wiring_parts as parts
+    import _llm_parts as parts
 
     actor_n = getattr(wiring.actor, "num_samples", None)
     sr.expect(actor_n in (None, 1), f"the loss's {type(wiring.actor).__name__} has num_samples={actor_n}: "

@@ -1,6 +1,8 @@
-"""What check_llm_wiring.py measures, apart from how it reports: the user's wiring read
-into one shape, the rows of a rollout, where each response sits in the tokens the loss
-scores, a plain forward pass, and the groups of rows that share a prompt.
+"""What the LLM checks measure, apart from how they report: the user's wiring read into
+one shape, the rows of a rollout, where each response sits in the tokens the loss scores,
+a plain forward pass, and the groups of rows that share a prompt. Used by
+sub-skills/llm-vla-and-services/scripts/check_llm_wiring.py and the auditor's LLM rows
+(scripts/_audit/l_*.py), so both read a batch the same way.
 
 Nothing here goes through torchrl's log-prob code: the forward is the Hugging Face model
 called on one unpadded sequence, and the response positions come from the generation's
