@@ -98,3 +98,23 @@ def test_wiring_without_a_loss_fails_load_naming_the_shape(tmp_path):
     status, detail = found["llm-wiring:load"]
     assert code == 1 and status == "fail"
     assert "without loss, rollout" in detail and "'samples_per_prompt'" in detail
+
+
+def _backend_or_skip(module: str) -> None:
+    import importlib.util
+
+    import torch
+
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"{module} is not installed here: the {module} wiring is not verified")
+    if not torch.cuda.is_available():
+        pytest.skip(f"no CUDA GPU here: the {module} wiring is not verified")
+
+
+@pytest.mark.parametrize("backend", ["vllm", "sglang"])
+def test_served_policy_wiring_passes_where_the_backend_runs(backend):
+    """The same checks on a vLLM/SGLang-served policy: they read the trainer's Hugging Face
+    model, so they run unchanged; skipped (never passed) where the backend or a GPU is absent."""
+    _backend_or_skip(backend)
+    code, found = run(f"{WIRING / 'backends'}.py:{backend}")
+    assert code == 0 and all(status == "pass" for status, _ in found.values()), found

@@ -327,8 +327,10 @@ def check_update(wiring):
     sr.expect(not leaked, f"one update moved {len(leaked)} tensors you froze ({', '.join(leaked[:3])}): set requires_grad_(False) "
                           "on them and build the optimizer from the trainable ones only")
     reached = ", ".join(w for w, ns in _layer_parts(should).items() if ns) or "no named embedding/layer-0 tensors"
+    engine = "" if parts.model_of(wiring.policy) is not None else (
+        f"; {type(wiring.policy).__name__} serves its own copy of the weights: their sync after the update is not checked")
     return (f"one {type(opt).__name__} step on {type(wiring.loss).__name__} moved all {len(should)} trainable tensors of the "
-            f"policy's {type(model).__name__} ({reached}) and none of {len(frozen)} frozen; weights and optimizer restored")
+            f"policy's {type(model).__name__} ({reached}) and none of {len(frozen)} frozen; weights and optimizer restored{engine}")
 
 
 def check_reference(wiring):
