@@ -28,6 +28,7 @@ def test_bundled_wiring_passes_every_check():
 CASES = [
     ("behaviour_logprobs", "broken", "behaviour-logprobs", ["response token 0", "stored 0.0000", "generate=False wrapper"]),
     ("loss_mask", "broken", "loss-mask", ["masking_strategy='generic'", "prompt tokens in the mask", "masking_strategy='rlhf'"]),
+    ("sft", "broken", "loss-mask", ["SFTLoss (assistant masks)", "11 prompt tokens in the mask", "{% generation %} markers"]),
     ("advantage", "broken", "advantage", ["not normalised within each prompt's group", "normalised across prompts"]),
     ("advantage", "broken_shape", "advantage", ["ArrayRef: invalid slice", "adv.reshape(-1, 1, 1)"]),
     ("update", "broken", "update", ["26 of 26 trainable tensors", "another model object"]),
@@ -49,7 +50,7 @@ def test_check_fails_broken_fixture(fixture, variant, check, says):
 
 
 @pytest.mark.parametrize("fixture, check", [
-    ("behaviour_logprobs", "behaviour-logprobs"), ("loss_mask", "loss-mask"), ("advantage", "advantage"),
+    ("behaviour_logprobs", "behaviour-logprobs"), ("loss_mask", "loss-mask"), ("sft", "loss-mask"), ("advantage", "advantage"),
     ("update", "update"), ("reference", "reference"), ("samples", "samples-per-prompt"),
 ])
 def test_check_passes_fixed_twin(fixture, check):

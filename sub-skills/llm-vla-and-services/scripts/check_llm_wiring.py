@@ -231,12 +231,14 @@ def check_loss_mask(wiring):
         if prompt or missing or extra:
             faults.append(f"row {i}: {len(prompt)} prompt tokens in the mask, {len(missing)} response tokens missing, "
                           f"{len(extra)} tokens after the response in it")
-    strategy = getattr(wiring.loss, "masking_strategy", "assistant masks")
-    sr.expect(not faults, f"{type(wiring.loss).__name__}(masking_strategy={strategy!r}) trains on other tokens than the "
+    strategy = getattr(wiring.loss, "masking_strategy", None)
+    what = f"{type(wiring.loss).__name__}(masking_strategy={strategy!r})" if strategy else f"{type(wiring.loss).__name__} (assistant masks)"
+    sr.expect(not faults, f"{what} trains on other tokens than the "
                           f"responses: {'; '.join(faults[:3])}; fix: masking_strategy='rlhf' (assistant tokens of "
-                          "('history', 'full')), or 'sft' with the generation's ('tokens', 'prompt') kept")
+                          "('history', 'full')), or 'sft' with the generation's ('tokens', 'prompt') kept; for assistant masks, a "
+                          "chat template whose {% generation %} markers wrap the message content only")
     note = f"; the generated end-of-turn token is outside the mask in {eos_left} rows (its stop decision is not trained)" if eos_left else ""
-    return (f"{type(wiring.loss).__name__}(masking_strategy={strategy!r}) masks exactly the {counted} response tokens of "
+    return (f"{what} masks exactly the {counted} response tokens of "
             f"{len(rows)} rows (from {spans[0][0].source}): no prompt token, no padding{note}")
 
 
