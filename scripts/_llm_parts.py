@@ -1,6 +1,7 @@
 """What the LLM checks measure, apart from how they report: the user's wiring read into
 one shape, the rows of a rollout, where each response sits in the tokens the loss scores,
-a plain forward pass, and the groups of rows that share a prompt. Used by
+a plain forward pass, the groups of rows that share a prompt, and the comparisons built on
+them (stored log-probs vs a forward, the loss's step-0 log ratio and mask). Used by
 sub-skills/llm-vla-and-services/scripts/check_llm_wiring.py and the auditor's LLM rows
 (scripts/_audit/l_*.py), so both read a batch the same way.
 
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 
 import skill_report as sr
 
+ATOL = 1e-3  # log-prob tolerance: float32 recomputes agree to ~1e-6 here; a ratio off by 0.1% is a fault
 HELP_SHAPE = (
     "a dict (or an object with these attributes): 'policy' (the generating wrapper), 'loss' "
     "(GRPOLoss or SFTLoss), 'rollout' (the TensorDict the loss is called on, or a function "
@@ -221,3 +223,97 @@ def describe_prompt(key) -> str:
     if key and isinstance(key[0], tuple):
         return repr(key[-1][1][:30])
     return f"{len(key)} prompt tokens"
+
+
+def known_cause(err: BaseException) -> str:
+    """``"; fix: ..."`` from the error index when it knows ``err`` (written once, there)."""
+    import _error_index
+
+    hits = _error_index.match(f"{type(err).__name__}: {sr.first_line(err)}")
+    return f"; fix: {hits[0][1].plain('fix')}" if hits and hits[0][0] >= 100 else ""
+
+
+def compare_log_probs(stored_rows, tokens, spans, model, what: str) -> tuple[int, float, str]:
+    """Token-by-token comparison of stored log-probs with a fresh forward over the response
+    positions: ``(tokens compared, worst |diff|, the worst one described)``."""
+    worst, where, count = 0.0, "", 0
+    for i, (stored, ids, row) in enumerate(zip(stored_rows, tokens, spans)):
+        if stored.numel() != ids.numel():
+            raise sr.CheckFailed(
+                f"row {i}: {what} holds {stored.numel()} log-probs for {ids.numel()} scored tokens: not aligned token for "
+                "token (generation ('log_probs', 'response') covers the response only; a re-rendered history adds the "
+                "template's end-of-turn tokens); fix: compute them with a generate=False wrapper on the same batch, "
+                "under torch.no_grad()")
+        fresh = forward_log_probs(model, ids)
+        for span in row:
+            for j, t in enumerate(span.positions):
+                count += 1
+                diff = abs(float(stored[t]) - float(fresh[t]))
+                if not diff <= worst:  # also catches nan
+                    worst, where = diff, describe_diff(i, j, t, stored, fresh)
+    return count, worst, where
+
+
+def describe_diff(i, j, t, stored, fresh) -> str:
+    """Row ``i``, response token ``j`` at position ``t``: stored vs forward, with the likely
+    cause when it is one of the known ones (a 0.0 first token, a one-token shift)."""
+    s, f = float(stored[t]), float(fresh[t])
+    hint = ""
+    if j == 0 and s == 0.0:
+        hint = (" (the first response token is 0.0: TransformersWrapper(generate=True) sets it so on torchrl 0.14.1; "
+                "recompute behaviour log-probs with a generate=False wrapper under torch.no_grad())")
+    elif 0 < t < stored.numel() - 1 and (abs(s - float(fresh[t + 1])) < ATOL or abs(s - float(fresh[t - 1])) < ATOL):
+        hint = " (it equals the forward's value one token away: the stored log-probs are shifted by one token)"
+    return f"row {i}, response token {j} (position {t}): stored {s:.4f}, forward {f:.4f}{hint}"
+
+
+def step0_ratio(wiring) -> tuple[float, str]:
+    """The largest |log ratio| the loss computes over its mask before any update, and where.
+
+    Reads ``GRPOLoss._log_weight`` (torchrl/objectives/llm/grpo.py, 0.14.1): the same
+    log-weights and mask its forward uses; rows are left-padded to the longest one."""
+    import torch
+
+    td = wiring.rollout.copy()
+    try:
+        with torch.no_grad():
+            # adv_shape only reshapes composite log-weights: the advantage itself is check_advantage's
+            log_weight, _, _, mask = wiring.loss._log_weight(td, adv_shape=td.batch_size)
+    except Exception as err:
+        raise sr.CheckFailed(f"{type(wiring.loss).__name__} on the rollout raised {sr.first_line(err)}{known_cause(err)}") from None
+    lw = torch.where(mask, log_weight.squeeze(-1), 0.0).abs()
+    if not lw.numel() or float(lw.max()) == 0.0:
+        return 0.0, ""
+    i, col = divmod(int(lw.argmax()), lw.shape[-1])
+    lengths = [t.numel() for t in token_rows(td, wiring.loss.tensor_keys.action)]
+    t = col - (lw.shape[-1] - lengths[i])
+    what = "the sequence's first token, which torchrl scores 0.0" if t == 0 else "a token the mask includes"
+    return float(lw.max()), f"row {i}, position {t} ({what})"
+
+
+def loss_mask(wiring):
+    """``(rows, tokens, scored)``: the per-row mask the loss trains on, cut to each row's own
+    tokens (left padding dropped; padding inside the mask is a ``CheckFailed``), those
+    tokens as the loss's actor renders them, and the actor's output. GRPO: the mask
+    ``GRPOLoss._get_cur_log_prob`` builds; SFTLoss: the assistant masks it reads."""
+    import torch
+
+    work = wiring.rollout.copy()
+    with torch.no_grad():
+        if wiring.is_grpo:
+            _, dist, _ = wiring.loss._get_cur_log_prob(work)  # the mask GRPOLoss builds (grpo.py, 0.14.1)
+            mask = dist.mask
+        scored = wiring.actor(wiring.rollout.copy())
+    tokens = token_rows(scored, ("tokens", "full"))
+    if not wiring.is_grpo:  # SFTLoss.forward: stored assistant masks, else the template's, & attention
+        assist = scored.get(("masks", "all_assistant_mask"), None, as_list=True)
+        rows = [a.bool() for a in assist]
+        return rows, tokens, scored
+    width = mask.shape[-1]
+    rows, pads = [], []
+    for i, ids in enumerate(tokens):
+        rows.append(mask[i, width - ids.numel():].bool())
+        pads.append(int(mask[i, : width - ids.numel()].sum()))
+    if any(pads):
+        raise sr.CheckFailed(f"the loss's mask covers {sum(pads)} padding positions (rows {[i for i, p in enumerate(pads) if p]})")
+    return rows, tokens, scored

@@ -31,7 +31,6 @@ EXAMPLE = (
     "python $SKILL_DIR/sub-skills/llm-vla-and-services/scripts/check_llm_wiring.py my_grpo.py:wiring --json\n"
     "  (wiring() returns {'policy': ..., 'loss': ..., 'rollout': ..., 'reference': ..., 'samples_per_prompt': 4})"
 )
-ATOL = 1e-3  # log-prob tolerance: float32 recomputations agree to ~1e-6 here; a ratio off by 0.1% is a fault
 
 
 def build_parser():
@@ -66,60 +65,15 @@ def check_load(args):
                      f"rollout of {wiring.rollout.batch_size[0]} rows", wiring)
 
 
-def _known_cause(err: BaseException) -> str:
-    """``"; fix: ..."`` from the error index when it knows ``err`` (written once, there)."""
-    import _error_index
-
-    hits = _error_index.match(f"{type(err).__name__}: {sr.first_line(err)}")
-    return f"; fix: {hits[0][1].plain('fix')}" if hits and hits[0][0] >= 100 else ""
-
-
 def _run_loss(wiring, grad: bool):
+    import _llm_parts as parts
     import torch
 
     try:
         with torch.set_grad_enabled(grad):
             return wiring.loss(wiring.rollout.copy())
     except Exception as err:
-        raise sr.CheckFailed(f"{type(wiring.loss).__name__} on the rollout raised {sr.first_line(err)}{_known_cause(err)}") from None
-
-
-def _compare(stored_rows, tokens, spans, model, what: str) -> tuple[int, float, str]:
-    """Token-by-token comparison of stored log-probs with a fresh forward over the response
-    positions: ``(tokens compared, worst |diff|, the worst one described)``."""
-    worst, where, count = 0.0, "", 0
-    for i, (stored, ids, row) in enumerate(zip(stored_rows, tokens, spans)):
-        if stored.numel() != ids.numel():
-            raise sr.CheckFailed(
-                f"row {i}: {what} holds {stored.numel()} log-probs for {ids.numel()} scored tokens: not aligned token for "
-                "token (generation ('log_probs', 'response') covers the response only; a re-rendered history adds the "
-                "template's end-of-turn tokens); fix: compute them with a generate=False wrapper on the same batch, "
-                "under torch.no_grad()")
-        fresh = forward_log_probs(model, ids)
-        for span in row:
-            for j, t in enumerate(span.positions):
-                count += 1
-                diff = abs(float(stored[t]) - float(fresh[t]))
-                if not diff <= worst:  # also catches nan
-                    worst, where = diff, _describe(i, j, t, stored, fresh)
-    return count, worst, where
-
-
-def forward_log_probs(model, ids):
-    import _llm_parts as parts
-
-    return parts.forward_log_probs(model, ids)
-
-
-def _describe(i, j, t, stored, fresh) -> str:
-    s, f = float(stored[t]), float(fresh[t])
-    hint = ""
-    if j == 0 and s == 0.0:
-        hint = (" (the first response token is 0.0: TransformersWrapper(generate=True) sets it so on torchrl 0.14.1; "
-                "recompute behaviour log-probs with a generate=False wrapper under torch.no_grad())")
-    elif 0 < t < stored.numel() - 1 and (abs(s - float(fresh[t + 1])) < ATOL or abs(s - float(fresh[t - 1])) < ATOL):
-        hint = " (it equals the forward's value one token away: the stored log-probs are shifted by one token)"
-    return f"row {i}, response token {j} (position {t}): stored {s:.4f}, forward {f:.4f}{hint}"
+        raise sr.CheckFailed(f"{type(wiring.loss).__name__} on the rollout raised {sr.first_line(err)}{parts.known_cause(err)}") from None
 
 
 def _scored(wiring):
@@ -148,73 +102,22 @@ def check_behaviour_logprobs(wiring):
         raise sr.CheckFailed(f"tensordict stored {key} requires grad (GRPOLoss raises this RuntimeError); fix: compute them under torch.no_grad()")
     model = parts.model_of(wiring.actor) or parts.model_of(wiring.policy)
     tokens, spans = _scored(wiring)
-    count, worst, where = _compare(stored, tokens, spans, model, str(key))
-    sr.expect(worst <= ATOL, f"stored {key} differ from a forward of {type(model).__name__} on the same tokens by up to "
+    count, worst, where = parts.compare_log_probs(stored, tokens, spans, model, str(key))
+    sr.expect(worst <= parts.ATOL, f"stored {key} differ from a forward of {type(model).__name__} on the same tokens by up to "
                              f"{worst:.3g} at {where}: the ratio is not 1 at step 0, so the first update is biased")
-    ratio, at = _step0_ratio(wiring)
-    sr.expect(ratio <= ATOL, f"{type(wiring.loss).__name__}'s own log-ratio at step 0 reaches {ratio:.3g} at {at}: the loss "
+    ratio, at = parts.step0_ratio(wiring)
+    sr.expect(ratio <= parts.ATOL, f"{type(wiring.loss).__name__}'s own log-ratio at step 0 reaches {ratio:.3g} at {at}: the loss "
                              "recomputes other log-probs than the stored ones there, so the first update is biased")
     return (f"stored {key} equal a forward of {type(model).__name__} on the same tokens over {count} response tokens in "
             f"{len(tokens)} rows (max |diff| {worst:.1e}, from {spans[0][0].source}); {type(wiring.loss).__name__}'s "
             f"log-ratio at step 0 is at most {ratio:.1e} over its mask (ratio 1)")
 
 
-def _step0_ratio(wiring) -> tuple[float, str]:
-    """The largest |log ratio| the loss computes over its mask before any update, and where.
-
-    Reads ``GRPOLoss._log_weight`` (torchrl/objectives/llm/grpo.py, 0.14.1): the same
-    log-weights and mask its forward uses; rows are left-padded to the longest one."""
-    import _llm_parts as parts
-    import torch
-
-    td = wiring.rollout.copy()
-    try:
-        with torch.no_grad():
-            # adv_shape only reshapes composite log-weights: the advantage itself is check_advantage's
-            log_weight, _, _, mask = wiring.loss._log_weight(td, adv_shape=td.batch_size)
-    except Exception as err:
-        raise sr.CheckFailed(f"{type(wiring.loss).__name__} on the rollout raised {sr.first_line(err)}{_known_cause(err)}") from None
-    lw = torch.where(mask, log_weight.squeeze(-1), 0.0).abs()
-    if not lw.numel() or float(lw.max()) == 0.0:
-        return 0.0, ""
-    i, col = divmod(int(lw.argmax()), lw.shape[-1])
-    lengths = [t.numel() for t in parts.token_rows(td, wiring.loss.tensor_keys.action)]
-    t = col - (lw.shape[-1] - lengths[i])
-    what = "the sequence's first token, which torchrl scores 0.0" if t == 0 else "a token the mask includes"
-    return float(lw.max()), f"row {i}, position {t} ({what})"
-
-
-def _loss_mask(wiring):
-    """The per-row mask the loss trains on, cut to each row's own tokens, and those tokens."""
-    import _llm_parts as parts
-    import torch
-
-    work = wiring.rollout.copy()
-    with torch.no_grad():
-        if wiring.is_grpo:
-            _, dist, _ = wiring.loss._get_cur_log_prob(work)  # the mask GRPOLoss builds (grpo.py, 0.14.1)
-            mask = dist.mask
-        scored = wiring.actor(wiring.rollout.copy())
-    tokens = parts.token_rows(scored, ("tokens", "full"))
-    if not wiring.is_grpo:  # SFTLoss.forward: stored assistant masks, else the template's, & attention
-        assist = scored.get(("masks", "all_assistant_mask"), None, as_list=True)
-        rows = [a.bool() for a in assist]
-        return rows, tokens, scored
-    width = mask.shape[-1]
-    rows, pads = [], []
-    for i, ids in enumerate(tokens):
-        rows.append(mask[i, width - ids.numel():].bool())
-        pads.append(int(mask[i, : width - ids.numel()].sum()))
-    if any(pads):
-        raise sr.CheckFailed(f"the loss's mask covers {sum(pads)} padding positions (rows {[i for i, p in enumerate(pads) if p]})")
-    return rows, tokens, scored
-
-
 def check_loss_mask(wiring):
     """The loss's mask covers exactly the response (assistant) tokens: no prompt, no padding."""
     import _llm_parts as parts
 
-    rows, tokens, scored = _loss_mask(wiring)
+    rows, tokens, scored = parts.loss_mask(wiring)
     spans = parts.response_spans(wiring.rollout if wiring.is_grpo else scored, tokens, wiring.policy.tokenizer,
                                  wiring.actor, every_assistant=not wiring.is_grpo)
     faults, counted, eos_left = [], 0, 0
@@ -365,8 +268,8 @@ def check_reference(wiring):
     sr.expect(stored is not None, f"{type(wiring.loss).__name__}(kl_to_ref_coeff={coeff}) reads {key}, which the rollout lacks; "
                                   "fix: score the batch with the reference (log_probs_key='ref_log_probs') and set it there")
     tokens, spans = _scored(wiring)
-    count, worst, where = _compare(stored, tokens, spans, ref_model, str(key))
-    sr.expect(worst <= ATOL, f"stored {key} differ from a forward of the reference on the batch's tokens by up to {worst:.3g} "
+    count, worst, where = parts.compare_log_probs(stored, tokens, spans, ref_model, str(key))
+    sr.expect(worst <= parts.ATOL, f"stored {key} differ from a forward of the reference on the batch's tokens by up to {worst:.3g} "
                              f"at {where}: the KL compares misaligned tokens")
     return (f"reference frozen ({sum(1 for _ in ref_model.parameters())} tensors), own weights, same tokenizer/padding side/template; "
             f"stored {key} equal its forward on the policy's tokens over {count} response tokens (max |diff| {worst:.1e})")
