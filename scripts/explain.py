@@ -181,6 +181,7 @@ def explain_lines(name: str, versions: dict) -> tuple[bool | None, list[str]]:
         lines += fx.wrap("its module uses the optional", backend)
     try:
         facts = kind_facts(obj, kind)
+        facts += __import__("_explain_llm").llm_facts(obj)  # LLM losses/wrappers: which mode writes each key
     except Exception as err:  # a fact that cannot be measured here is said, not crashed on
         facts = [f"facts not measured: {type(err).__name__}: {str(err).splitlines()[0][:160] if str(err) else ''}"]
     for fact in facts:

@@ -29,6 +29,8 @@ DETECTORS = [
     "d_env_seeding",
 ]
 INFO = ["i_update_to_data", "i_observation_scale"]  # information rows, printed after the detectors
+# LLM training loops (GRPOLoss/SFTLoss, TransformersWrapper, LLMCollector); each skips when none ran
+DETECTORS += ["l_ratio", "l_mask", "l_groups", "l_kl", "l_reward"]
 
 
 def cause_and_fix(entry_id: str, **values) -> str:
