@@ -140,6 +140,7 @@ def explain_lines(name: str, versions: dict) -> tuple[bool | None, list[str]]:
     is not installed here (the line says which, and how to install it)."""
     from _explain import facts as fx
     from _explain.kinds import kind_facts
+    from _explain.llm import llm_facts
     from _explain.names import Found, NeedsBackend, resolve
     from _explain.notes import notes_for, rename_line
 
@@ -181,7 +182,7 @@ def explain_lines(name: str, versions: dict) -> tuple[bool | None, list[str]]:
         lines += fx.wrap("its module uses the optional", backend)
     try:
         facts = kind_facts(obj, kind)
-        facts += __import__("_explain_llm").llm_facts(obj)  # LLM losses/wrappers: which mode writes each key
+        facts += llm_facts(obj)  # LLM losses/wrappers: which mode writes each key
     except Exception as err:  # a fact that cannot be measured here is said, not crashed on
         facts = [f"facts not measured: {type(err).__name__}: {str(err).splitlines()[0][:160] if str(err) else ''}"]
     for fact in facts:

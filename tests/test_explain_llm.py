@@ -1,4 +1,4 @@
-"""explain.py on LLM losses and wrappers (scripts/_explain_llm.py): for each key a loss
+"""explain.py on LLM losses and wrappers (scripts/_explain/llm.py): for each key a loss
 reads, the TransformersWrapper modes that write it, measured by running the installed
 wrapper on a tiny Qwen2 model; the measured table agrees with an independent run; a
 wrapper that cannot run here (vLLMWrapper) is said not verified; other names get no such
@@ -6,6 +6,7 @@ fact."""
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 
 import pytest
@@ -15,7 +16,7 @@ from conftest import load_module
 import skill_report as sr
 
 explain = load_module("scripts/explain")
-llm = load_module("scripts/_explain_llm")
+llm = importlib.import_module("_explain.llm")
 VERSIONS = sr.stack_versions()
 
 

@@ -19,7 +19,7 @@ import inspect
 import sys
 from pathlib import Path
 
-_TINY = Path(__file__).resolve().parents[1] / "sub-skills" / "llm-vla-and-services" / "scripts"
+_TINY = Path(__file__).resolve().parents[2] / "sub-skills" / "llm-vla-and-services" / "scripts"
 MODES = [(mode, gen, lp) for mode in ("history", "text", "tokens") for gen, lp in ((True, True), (True, False), (False, True))]
 
 
