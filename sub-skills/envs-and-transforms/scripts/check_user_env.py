@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _user_code as uc  # noqa: E402
 import skill_report as sr  # noqa: E402
 from _env_causes import ROOT_CAUSES, EnvFault, diagnose, diagnosed, fault_from  # noqa: E402,F401
+from _env_workers import start_workers, worker_envs  # noqa: E402
 from _env_probes import (  # noqa: E402,F401
     action_mask_mismatch, base_env, copies_identical, done_note, episodes_from_rollout, expected_mask_shape,
     fixed_terminal_length, global_rng_after_set_seed, gym_vector_autoreset, root_spec_shapes, seeded_rollout, spec_of,
@@ -76,8 +77,9 @@ def check_static(target):
 
 
 def check_build(target, guarded, cleanup):
-    """Import the target (exit 2 when that fails) and call the factory. ``guarded``: the
-    static scan passed, so importing cannot start workers."""
+    """Import the target (exit 2 when that fails), call the factory, and start the workers of
+    a ParallelEnv (a worker that cannot import user code fails here as a loading problem).
+    ``guarded``: the static scan passed, so importing cannot start workers."""
     from torchrl.envs import EnvBase
 
     factory = uc.load_attr(target)
@@ -90,7 +92,12 @@ def check_build(target, guarded, cleanup):
     if isinstance(env, EnvBase):
         cleanup.callback(_close, env)
     sr.expect(isinstance(env, EnvBase), f"{target.label}() returned {type(env).__name__}, not a torchrl EnvBase")
-    return sr.Passed(f"{target.label} -> {type(env).__name__}, batch_size {list(env.batch_size)}", env)
+    problem = start_workers(env)  # a worker that cannot import user code is named here, not blamed on the env later
+    if problem:
+        raise sr.CheckFailed(problem)
+    started = sum(penv.num_workers for penv in worker_envs(env))
+    workers = f"; its {started} worker processes started and built their envs" if started else ""
+    return sr.Passed(f"{target.label} -> {type(env).__name__}, batch_size {list(env.batch_size)}{workers}", env)
 
 
 @diagnosed
