@@ -1,0 +1,36 @@
+"""Claims of collectors-and-replay/references/collectors.md, each shown on its case and on
+the nearest case it excludes (issue 20).
+
+MultiSyncCollector's ``cat_results``: the signature's default is None and 0.14.1's
+iterator treats None as "stack" (torchrl/collectors/_multi_sync.py); the reference said
+"concatenates", which is what ``cat_results=0`` does.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+
+from conftest import FIXTURES, run_python
+
+
+def test_multisync_default_stacks_workers_and_cat0_concatenates():
+    from torchrl.collectors import MultiSyncCollector
+
+    assert inspect.signature(MultiSyncCollector.__init__).parameters["cat_results"].default is None
+    proc = run_python([str(FIXTURES / "collectors" / "multisync_cat_results.py")], timeout=900)
+    seen = {}
+    for line in proc.stdout.splitlines():
+        if line.startswith("{"):
+            row = json.loads(line)
+            seen[row.pop("case")] = row
+    assert len(seen) == 5, (proc.stdout[-2000:], proc.stderr[-3000:])
+    # the default stacks along a new first dim: one row per worker, not 12 frames in a row
+    assert seen["same-envs-default"] == {"batch_size": [2, 6], "type": "TensorDict"}
+    assert seen["same-envs-cat0"] == {"batch_size": [12], "type": "TensorDict"}
+    # workers of different batch sizes but the same batch dims: a lazy stack, no error
+    assert seen["batch-sizes-differ-default"] == {"batch_size": [2, -1, -1], "type": "LazyStackedTensorDict"}
+    assert seen["batch-sizes-differ-cat-1"]["error"].startswith("RuntimeError: Sizes of tensors must match")
+    # different batch dims (an unbatched env and a SerialEnv): the default stack raises
+    assert "Lazy stacking of tensordicts requires them to have congruent batch dimensions" in \
+        seen["batch-dims-differ-default"]["error"]
