@@ -490,7 +490,9 @@ def test_rollout_detail_explains_break_when_any_done():
     assert code == 0
     status, detail = st["env:rollout-next-keys-in-spec"]
     assert status == "pass" and "rollout batch [60]" in detail
-    assert "break_when_any_done=False" in detail and "49" in detail and "break_when_any_done=True" in detail
+    assert "break_when_any_done=False" in detail and "49" in detail and "a plain env.rollout(n)" in detail
+    env = build("newcomer_reach_fixed")  # what the detail and the entry say of a plain rollout
+    assert env.rollout(60).batch_size == (50,) and env.rollout(60, break_when_any_done=False).batch_size == (60,)
 
 
 def _pendulum_rollout(env, steps: int = 5):

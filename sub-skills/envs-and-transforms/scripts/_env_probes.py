@@ -394,4 +394,4 @@ def done_note(env, td, steps: int) -> str:
         return f"{how}; no done flag was set in these {steps} steps"
     shown = ", ".join(map(str, at[:6])) + (", ..." if len(at) > 6 else "")
     return (f"{how}; done was set {count} time(s), at step index(es) {shown} (each followed by a reset); "
-            "the default break_when_any_done=True would have stopped at the first one")
+            "a plain env.rollout(n) (break_when_any_done unset, read as True) would have stopped at the first one")
