@@ -34,3 +34,17 @@ def test_multisync_default_stacks_workers_and_cat0_concatenates():
     # different batch dims (an unbatched env and a SerialEnv): the default stack raises
     assert "Lazy stacking of tensordicts requires them to have congruent batch dimensions" in \
         seen["batch-dims-differ-default"]["error"]
+
+
+def test_batched_env_batches_round_frames_up():
+    """collectors.md#one-collector: a batched env gives [num_envs, T] with T rounded up, so a
+    batch can hold more than frames_per_batch frames; an even split gives exactly that many."""
+    from torchrl.collectors import Collector
+    from torchrl.envs import PendulumEnv, SerialEnv
+
+    for num_envs, frames, shape in [(3, 10, (3, 4)), (2, 10, (2, 5))]:
+        collector = Collector(SerialEnv(num_envs, PendulumEnv), None, frames_per_batch=frames, total_frames=frames)
+        try:
+            assert next(iter(collector)).batch_size == shape
+        finally:
+            collector.shutdown()
