@@ -392,3 +392,56 @@ def test_root_b1_advantage_is_the_per_agent_advantage_copied_over_agents():
     assert torch.allclose(root, per_agent)
     other = _ppo_loss(True, key)(_ppo_batch(True, key, torch.randn(10, 3, 1)))["loss_objective"]
     assert not torch.allclose(root, other)  # the comparison can tell losses apart
+
+
+# --- critic-passed-sacloss-never-changes-after: which losses train copies (issue 20 sweep) ---
+def _shares_memory(loss, attr: str, module) -> bool:
+    return bool({t.data_ptr() for t in getattr(loss, attr).values(True, True)} & {p.data_ptr() for p in module.parameters()})
+
+
+def _q_losses():
+    import torch
+    from tensordict.nn import NormalParamExtractor, TensorDictModule
+    from torchrl.data import Bounded, OneHot
+    from torchrl.modules import Actor, OneHotCategorical, ProbabilisticActor, QValueActor, TanhNormal, ValueOperator
+    from torchrl.objectives import CQLLoss, DDPGLoss, DiscreteIQLLoss, DQNLoss, IQLLoss, REDQLoss, SACLoss, TD3Loss
+
+    nn, spec = torch.nn, Bounded(-1, 1, (1,))
+
+    def actor():
+        return ProbabilisticActor(TensorDictModule(nn.Sequential(nn.Linear(3, 2), NormalParamExtractor()), ["observation"], ["loc", "scale"]),
+                                  in_keys=["loc", "scale"], distribution_class=TanhNormal, spec=spec)
+
+    def q():
+        return ValueOperator(nn.Linear(4, 1), in_keys=["observation", "action"])
+
+    v = lambda: ValueOperator(nn.Linear(3, 1), in_keys=["observation"])  # noqa: E731
+    made = {}
+    for name, build in {
+        "SACLoss": lambda q: SACLoss(actor(), q, action_spec=spec),
+        "TD3Loss": lambda q: TD3Loss(Actor(nn.Linear(3, 1), spec=spec), q, action_spec=spec),
+        "CQLLoss": lambda q: CQLLoss(actor(), q, action_spec=spec),
+        "IQLLoss": lambda q: IQLLoss(actor(), q, v()),
+        "REDQLoss": lambda q: REDQLoss(actor(), q, action_spec=spec),
+    }.items():
+        net = q()
+        made[name] = (build(net), "qvalue_network_params", net)
+    dq = ValueOperator(nn.Linear(3, 2), in_keys=["observation"], out_keys=["state_action_value"])
+    dactor = ProbabilisticActor(TensorDictModule(nn.Linear(3, 2), ["observation"], ["logits"]), in_keys=["logits"],
+                                distribution_class=OneHotCategorical, spec=OneHot(2))
+    made["DiscreteIQLLoss"] = (DiscreteIQLLoss(dactor, dq, v(), action_space="one-hot"), "qvalue_network_params", dq)
+    net = q()
+    made["DDPGLoss"] = (DDPGLoss(Actor(nn.Linear(3, 1), spec=spec), net), "value_network_params", net)
+    qa = QValueActor(nn.Linear(3, 2), in_keys=["observation"], spec=OneHot(2))
+    made["DQNLoss"] = (DQNLoss(qa, action_space="one-hot"), "value_network_params", qa)
+    return made
+
+
+def test_q_losses_train_copies_but_ddpg_and_dqn_train_the_module():
+    """troubleshooting critic-passed-sacloss-never-changes-after: the losses it names train
+    Q-network copies that share no memory with the module given; DDPGLoss and DQNLoss, the
+    nearest losses it does not name, train the module's own parameters."""
+    warnings.simplefilter("ignore")
+    made = _q_losses()
+    copies = {name for name, (loss, attr, module) in made.items() if not _shares_memory(loss, attr, module)}
+    assert copies == {"SACLoss", "TD3Loss", "CQLLoss", "IQLLoss", "REDQLoss", "DiscreteIQLLoss"}
