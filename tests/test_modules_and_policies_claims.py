@@ -74,3 +74,26 @@ def test_one_hot_categorical_on_a_categorical_spec_raises_in_the_gym_env():
 
     with pytest.raises(AssertionError, match="invalid"):
         _run(True, OneHotCategorical)
+
+
+@pytest.mark.parametrize("with_bounds", [False, True], ids=["spec-only", "distribution_kwargs"])
+def test_tanh_normal_ignores_the_spec_bounds(with_bounds):
+    """policy-api.md: TanhNormal does not read ProbabilisticActor's spec=; without
+    distribution_kwargs low/high a Pendulum policy stays in [-1, 1] (the env allows [-2, 2]),
+    with them it uses the whole range."""
+    from tensordict.nn import NormalParamExtractor, TensorDictModule
+    from torchrl.envs import GymEnv
+    from torchrl.envs.utils import ExplorationType, set_exploration_type
+    from torchrl.modules import MLP, ProbabilisticActor, TanhNormal
+
+    torch.manual_seed(0)
+    env = GymEnv("Pendulum-v1")
+    spec = env.action_spec
+    kwargs = {"distribution_kwargs": {"low": spec.space.low, "high": spec.space.high}} if with_bounds else {}
+    net = torch.nn.Sequential(MLP(in_features=3, out_features=2, num_cells=[16]), NormalParamExtractor())
+    actor = ProbabilisticActor(TensorDictModule(net, ["observation"], ["loc", "scale"]), in_keys=["loc", "scale"],
+                               spec=spec, distribution_class=TanhNormal, **kwargs)
+    with torch.no_grad(), set_exploration_type(ExplorationType.RANDOM):
+        peak = env.rollout(200, actor)["action"].abs().max().item()
+    env.close()
+    assert (1.0 < peak <= 2.0) if with_bounds else (peak <= 1.0)
