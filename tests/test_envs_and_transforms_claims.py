@@ -141,3 +141,28 @@ def test_every_mask_shape_the_checker_offers_works(name, mask_shape):
     fixed = _masked_env(_specs()[name], offered)
     fixed.rollout(3)
     assert checker.action_mask_mismatch(fixed) is None
+
+
+def test_builtin_observation_transforms_handle_reset_a_call_only_one_does_not():
+    """transforms.md: built-in observation transforms change the reset output as they change
+    the step output; a Transform subclass of your own that overrides only _apply_transform
+    leaves the first observation of each episode untouched. (Not every built-in overrides
+    _reset: action and reward transforms such as ActionScaling or RewardScaling keep
+    Transform._reset, which is why the sentence names observation transforms only.)"""
+    from torchrl.envs import (ActionScaling, ClipTransform, DTypeCastTransform, ObservationNorm, PendulumEnv, RewardScaling,
+                              SignTransform, Transform, TransformedEnv)
+
+    for transform, check in [(SignTransform(in_keys=["th"]), lambda th: th.abs().item() == 1.0),
+                             (ClipTransform(in_keys=["th"], low=-0.01, high=0.01), lambda th: th.abs().item() <= 0.01),
+                             (ObservationNorm(loc=100.0, scale=1.0, in_keys=["th"], standard_normal=False), lambda th: th.item() > 90),
+                             (DTypeCastTransform(torch.float32, torch.float64, in_keys=["th"]), lambda th: th.dtype == torch.float64)]:
+        assert check(TransformedEnv(PendulumEnv(), transform).reset()["th"]), type(transform).__name__
+
+    class Shift(Transform):
+        def _apply_transform(self, obs):
+            return obs + 100
+
+    env = TransformedEnv(PendulumEnv(), Shift(in_keys=["th"], out_keys=["th"]))
+    td = env.reset()
+    assert td["th"].abs().item() < 10 and env.rand_step(td)["next", "th"].item() > 90
+    assert ActionScaling._reset is Transform._reset and RewardScaling._reset is Transform._reset
