@@ -166,3 +166,31 @@ def test_builtin_observation_transforms_handle_reset_a_call_only_one_does_not():
     td = env.reset()
     assert td["th"].abs().item() < 10 and env.rand_step(td)["next", "th"].item() > 90
     assert ActionScaling._reset is Transform._reset and RewardScaling._reset is Transform._reset
+
+
+FACTORY_CALLS: list[int] = []
+
+
+def _counted_pendulum(tag: int = 0):
+    from torchrl.envs import PendulumEnv
+
+    FACTORY_CALLS.append(tag)
+    return PendulumEnv()
+
+
+def test_parallel_env_builds_one_env_here_a_lambda_two():
+    """batched-envs-and-wrappers.md: ParallelEnv calls a module-level factory (or a partial of
+    one) once in the main process at construction, to read the specs; a lambda, wrapped in
+    EnvCreator, twice. No worker starts here (workers start on first use)."""
+    import functools
+    import warnings
+
+    from torchrl.envs import ParallelEnv
+
+    for factory, calls in [(_counted_pendulum, 1), (functools.partial(_counted_pendulum, 1), 1),
+                           (lambda: _counted_pendulum(2), 2)]:
+        FACTORY_CALLS.clear()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            env = ParallelEnv(2, factory)
+        assert env.is_closed and len(FACTORY_CALLS) == calls, (factory, FACTORY_CALLS)
