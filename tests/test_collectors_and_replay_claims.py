@@ -48,3 +48,13 @@ def test_batched_env_batches_round_frames_up():
             assert next(iter(collector)).batch_size == shape
         finally:
             collector.shutdown()
+
+
+def test_workers_spawn_unless_a_start_method_was_set():
+    """collectors.md#worker-processes: torchrl 0.14.1 starts collector and ParallelEnv workers
+    with spawn unless the program set a start method (then that one). Read in fresh
+    interpreters through torchrl's own chooser (torchrl._utils._get_default_mp_start_method)."""
+    code = ("import torch.multiprocessing as mp\n{set}\nfrom torchrl._utils import _get_default_mp_start_method as f\nprint(f())")
+    for set_line, expected in [("", "spawn"), ("mp.set_start_method('fork')", "fork"), ("mp.set_start_method('forkserver')", "forkserver")]:
+        proc = run_python(["-c", code.format(set=set_line)], timeout=300)
+        assert proc.stdout.split()[-1:] == [expected], (set_line, proc.stdout, proc.stderr[-500:])
