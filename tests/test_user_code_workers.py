@@ -172,3 +172,17 @@ def test_worker_import_failure_is_also_caught_by_its_effect(monkeypatch):
     assert status == "fail" and detail.startswith("user-code loading problem, not a fault of the env"), detail
     assert "ModuleNotFoundError: No module named 'hidden_env_factory'" in detail, detail
     assert all(v[0] == "skip" for k, v in st.items() if k.startswith("env:")), st
+
+
+def test_ray_workers_import_user_code_by_the_same_name(tmp_path):
+    """Ray workers inherit the driver's environment, not its sys.path: PYTHONPATH carries
+    the user's folder and the shim folder to them (a real local Ray, one CPU)."""
+    pytest.importorskip("ray")
+    (tmp_path / "my-ray-code.py").write_text("def double(x):\n    return 2 * x\n")
+    (tmp_path / "plainmod_ray.py").write_text("def triple(x):\n    return 3 * x\n")
+    proc = run_python([str(FIXTURES / "envs" / "ray_user_code.py"), str(tmp_path)], timeout=600)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert lines, proc.stderr[-3000:]
+    row = json.loads(lines[-1])
+    assert row["results"] == [8, 15], row
+    assert row["modules"][1] == "plainmod_ray" and row["modules"][0].startswith("_user_my_ray_code_")
