@@ -12,8 +12,8 @@ auditor) parses its TARGET with :func:`parse_target` and imports it with
 Worker processes import the user's module by the same name (:func:`import_target`):
 multiprocessing's spawn (ParallelEnv, multi-process collectors) copies sys.path, and
 PYTHONPATH carries the folders to processes that only inherit the environment (Ray's
-workers, started by ``ray.init()`` after the load). :func:`unimportable_in_workers` says
-what a worker would still fail to import.
+workers, started by ``ray.init()`` after the load). ``_worker_imports.unimportable_in_workers``
+says what a worker would still fail to import.
 
 Anything that stops the target from being imported (no such file, a folder, unreadable
 or binary file, a syntax error, an exception at import, a missing attribute) exits 2
@@ -31,10 +31,8 @@ import hashlib
 import importlib
 import importlib.machinery
 import importlib.util
-import io
 import keyword
 import os
-import pickle
 import re
 import shutil
 import signal
@@ -314,71 +312,6 @@ def import_target(target: Target):
             f"importing {target.label.split(':')[0]} raised {first_line(err, 200)} (at {error_site(err)})",
             "fix that line; old TorchRL names: python sub-skills/development-and-testing/scripts/scan_api_drift.py FILE",
         )
-
-
-class _Recorder(pickle.Unpickler):
-    """Reads a pickle without running it: records each module a worker would import (every
-    global, and cloudpickle's ``subimport`` of a module object) and builds inert stand-ins."""
-
-    def __init__(self, data: bytes):
-        super().__init__(io.BytesIO(data))
-        self.needs: dict[str, set[str]] = {}
-
-    def find_class(self, module, name):
-        if name in ("subimport", "dynamic_subimport") and module.startswith("cloudpickle"):
-            return lambda mod, *rest: self.needs.setdefault(mod, set()) and _Inert()
-        self.needs.setdefault(module, set()).add(name)
-        return type(name.rpartition(".")[2] or "x", (_Inert,), {})
-
-
-class _Inert:
-    def __init__(self, *args, **kwargs):
-        pass
-
-    def __call__(self, *args, **kwargs):
-        return _Inert()
-
-    def __setstate__(self, state):
-        pass
-
-    def __setitem__(self, key, value):
-        pass
-
-    def append(self, value):
-        pass
-
-    def extend(self, values):
-        pass
-
-
-def _worker_finds(module: str) -> bool:
-    top = module.partition(".")[0]
-    return (top in sys.builtin_module_names or importlib.machinery.FrozenImporter.find_spec(top) is not None
-            or importlib.machinery.PathFinder.find_spec(top, sys.path) is not None)
-
-
-def unimportable_in_workers(obj) -> list[str]:
-    """The modules a spawned worker (this sys.path, a fresh interpreter) could not import
-    to unpickle ``obj`` as torchrl sends it (cloudpickle: a module-level function or class
-    by reference, a lambda or local function by value): one line each, e.g. ``"module
-    'helpers' (holds factory; loaded here from /src/x/impl.py, but no folder on sys.path
-    provides that name)"``. Empty when every module is found, or when ``obj`` cannot be
-    pickled (the worker start then reports that itself)."""
-    import cloudpickle
-
-    try:
-        recorder = _Recorder(cloudpickle.dumps(obj))
-        recorder.load()
-    except Exception:  # not picklable, or a pickle the recorder cannot walk: the real start will say
-        return []
-    found = []
-    for module, names in sorted(recorder.needs.items()):
-        if module == "__main__" or _worker_finds(module):
-            continue
-        origin = getattr(sys.modules.get(module), "__file__", None)
-        where = f"loaded here from {origin}" if origin else "not a module of any file"
-        found.append(f"module {module!r} (holds {', '.join(sorted(names))}; {where}, but no folder on sys.path provides that name)")
-    return found
 
 
 def load_attr(target: Target):

@@ -26,6 +26,7 @@ import pytest
 from conftest import BUNDLE, FIXTURES, load_module, rows, run_in_process, run_python
 
 import _user_code
+import _worker_imports
 
 ENV_FIXTURES = FIXTURES / "envs"
 CHECKER = BUNDLE / "sub-skills" / "envs-and-transforms" / "scripts" / "check_user_env.py"
@@ -93,7 +94,7 @@ def test_file_target_is_importable_by_its_name_in_workers(tmp_path, file_name):
     assert _in_spawned_worker(fn, 21) == {"twice": 42, "json": "json"}
     fresh = _in_fresh_interpreter(fn, 4)
     assert fresh.returncode == 0 and fresh.stdout.decode().split() == ["8"], fresh.stderr[-600:]
-    assert _user_code.unimportable_in_workers(fn) == []
+    assert _worker_imports.unimportable_in_workers(fn) == []
     if file_name == "user_code_plain_mod.py":
         assert fn.__module__ == "user_code_plain_mod"  # the same name the user's own import gives
 
@@ -122,7 +123,7 @@ def test_a_module_loaded_by_path_under_another_name_is_not_importable(tmp_path):
         spec.loader.exec_module(module)
         with pytest.raises(ModuleNotFoundError, match="user_code_private_name"):
             _in_spawned_worker(module.double, 1)
-        problems = _user_code.unimportable_in_workers(module.double)
+        problems = _worker_imports.unimportable_in_workers(module.double)
         assert len(problems) == 1 and "'user_code_private_name'" in problems[0] and "impl.py" in problems[0], problems
         assert "double" in problems[0]
     finally:

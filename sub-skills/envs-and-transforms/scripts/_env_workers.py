@@ -5,7 +5,7 @@ that unpickles the env factory (cloudpickle: a module-level function by referenc
 imports the module that defines it). When a worker cannot import user code, every later
 check of the env fails with something that looks like a fault of the env ("EOFError",
 "still running after 60 s": issue 20). So the build check starts the workers itself:
-first :func:`_user_code.unimportable_in_workers` (what the pickle needs that no folder on
+first :func:`_worker_imports.unimportable_in_workers` (what the pickle needs that no folder on
 sys.path provides), then a real start with the workers' stderr copied (:func:`_tee_stderr`),
 and says "loading problem" when a worker could not import or unpickle user code.
 Observed on torchrl 0.14.1 (``ParallelEnv.start``, spawn by default).
@@ -21,7 +21,7 @@ import threading
 import time
 from typing import Iterator
 
-from _user_code import unimportable_in_workers
+from _worker_imports import unimportable_in_workers
 
 LOADING = "user-code loading problem, not a fault of the env"
 LOADING_FIX = (
