@@ -235,8 +235,8 @@ def check_masked_categorical(args) -> str:
 
 
 def check_noisy_linear(args) -> str:
-    """NoisyLinear adds its noise only under ExplorationType.RANDOM (torchrl >= 0.10,
-    pytorch/rl#3082 fixing #875/#3069); train()/eval() does not switch it, and forward
+    """NoisyLinear adds its noise only under ExplorationType.RANDOM (opt-in in torchrl 0.12,
+    pytorch/rl#3082 fixing #875/#3069; the default since 0.13); train()/eval() does not switch it, and forward
     does not resample (reset_noise does)."""
     import torch
     from torchrl.envs.utils import ExplorationType, set_exploration_type
