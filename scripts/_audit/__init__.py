@@ -28,6 +28,12 @@ DETECTORS = [
     "d_episode_stats",
     "d_env_seeding",
 ]
+# Effect monitors: a fault named by what it does (what the env receives, the policy's
+# distribution, gradients, values, rewards), whatever its cause; printed after the detectors.
+EFFECTS = [
+    "e_env_actions",
+]
+DETECTORS = DETECTORS + EFFECTS
 INFO = ["i_update_to_data", "i_observation_scale"]  # information rows, printed after the detectors
 
 
