@@ -32,6 +32,7 @@ DETECTORS = [
 # distribution, gradients, values, rewards), whatever its cause; printed after the detectors.
 EFFECTS = [
     "e_env_actions",
+    "e_action_bounds",
 ]
 DETECTORS = DETECTORS + EFFECTS
 INFO = ["i_update_to_data", "i_observation_scale"]  # information rows, printed after the detectors

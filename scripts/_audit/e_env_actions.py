@@ -98,32 +98,38 @@ def install(hub) -> None:
                     seen.append(s)
             info["n_pairs"] = info.get("n_pairs", 0) + len(got)
 
-    def summarise():
-        sec["envs"] = [dict(v) for v in envs.values()]
+    def summarise():  # one record per env label and spec (the sub-envs of a SerialEnv are one)
+        sec["envs"] = _join([list(envs.values())])
 
     hub.on("base_action", on_action)
     hub.summariser(summarise)
 
 
-def merge_workers(main: dict, workers: list[dict]) -> dict:
-    """One record per env label over the main process and the instrumented workers:
-    steps summed, received values and sampled/received pairs joined."""
+def _join(groups: list[list[dict]]) -> list[dict]:
+    """One record per env label and action spec: steps summed, received values and
+    sampled/received pairs joined; ``processes``: in how many groups (one per process) it was seen."""
     out: dict = {}
-    for sec in [main, *workers]:
-        for e in sec.get("envs", []):
+    for group in groups:
+        for key in {(e["label"], e["spec"]) for e in group}:
+            if key in out:
+                out[key]["processes"] += 1
+        for e in group:
             key = (e["label"], e["spec"])
-            if key not in out:
-                out[key] = {**e, "received": list(e["received"]), "pairs": {k: list(v) for k, v in e["pairs"].items()}, "processes": 0}
-                cur = out[key]
-            else:
-                cur = out[key]
-                for k in ("steps", "det_steps", "n_pairs"):
-                    cur[k] = cur.get(k, 0) + e.get(k, 0)
-                cur["received"] += [v for v in e["received"] if v not in cur["received"]][:KEEP]
-                for r, ss in e["pairs"].items():
-                    cur["pairs"].setdefault(r, []).extend(s for s in ss if s not in cur["pairs"][r])
-            cur["processes"] += 1
-    return {**main, "envs": list(out.values())}
+            cur = out.get(key)
+            if cur is None:
+                out[key] = {**e, "received": list(e["received"]), "pairs": {k: list(v) for k, v in e["pairs"].items()}, "processes": 1}
+                continue
+            for k in ("steps", "det_steps", "n_pairs"):
+                cur[k] = cur.get(k, 0) + e.get(k, 0)
+            cur["received"] += [v for v in e["received"] if v not in cur["received"]][:KEEP]
+            for r, ss in e["pairs"].items():
+                cur["pairs"].setdefault(r, []).extend(s for s in ss if s not in cur["pairs"][r])
+    return list(out.values())
+
+
+def merge_workers(main: dict, workers: list[dict]) -> dict:
+    """The main process's records joined with the instrumented workers' (workers.py)."""
+    return {**main, "envs": _join([main.get("envs", []), *[w.get("envs", []) for w in workers]])}
 
 
 def judge(observed: dict) -> str:
