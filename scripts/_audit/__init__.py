@@ -33,6 +33,7 @@ DETECTORS = [
 EFFECTS = [
     "e_env_actions",
     "e_action_bounds",
+    "e_policy_distribution",
 ]
 DETECTORS = DETECTORS + EFFECTS
 INFO = ["i_update_to_data", "i_observation_scale"]  # information rows, printed after the detectors
