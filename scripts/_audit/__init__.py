@@ -34,6 +34,10 @@ EFFECTS = [
     "e_env_actions",
     "e_action_bounds",
     "e_policy_distribution",
+    "e_non_finite",
+    "e_grad_norms",
+    "e_value_range",
+    "e_reward_variety",
 ]
 DETECTORS = DETECTORS + EFFECTS
 INFO = ["i_update_to_data", "i_observation_scale"]  # information rows, printed after the detectors

@@ -161,8 +161,8 @@ def judge(observed: dict) -> str:
                           "(a Collector does; env.rollout needs set_exploration_type(ExplorationType.RANDOM))")
             continue
         pairs = f", each of {e.get('n_pairs', 0)} checked sampled actions reached it as its own value" if e["discrete"] else ""
-        notes.append(f"{where}: {e['steps']} received actions{procs}, {len(e['received'])}{'+' if len(e['received']) >= KEEP else ''} "
-                     f"distinct values{pairs}")
+        count = f"{len(e['received'])}{'+' if len(e['received']) >= KEEP else ''}" if e["discrete"] else "at least 2"
+        notes.append(f"{where}: {e['steps']} received actions{procs}, {count} distinct values{pairs}")
     if faults:
         raise sr.CheckFailed(" | ".join(faults))
     if not notes:
