@@ -12,7 +12,8 @@ high, bootstrapping from itself without a target network, a wrong sign in a targ
 Fault: an estimate above MARGIN x max|r| / (1 - gamma), with max|r| the largest reward of
 the whole run, and above GROWTH x the largest estimate of the first call (a critic that
 starts large from its initialization is not diverging). Minimum evidence: MIN_CALLS calls
-with a nonzero reward seen and gamma < 1; fewer: SKIP with the counts.
+with an optimizer step between the first and the last, a nonzero reward seen and
+gamma < 1; fewer: SKIP with the counts.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import skill_report as sr
 NAME = "value-range"
 MARGIN = 2.0
 GROWTH = 10.0
-MIN_CALLS = 10
+MIN_CALLS = 3  # estimator calls, with an optimizer step between the first and the last
 KEEP = 40
 
 
@@ -44,7 +45,7 @@ def install(hub) -> None:
         except (TypeError, ValueError):
             gamma = None
         info = ests.setdefault(type(est).__name__, {"calls": 0, "gamma": gamma, "max_v": 0.0, "first_v": None, "max_r": 0.0,
-                                                    "first_over": None, "curve": []})
+                                                    "first_step": hub.meta["optimizer_steps"], "curve": []})
         v = values.detach()
         v = float(v[torch.isfinite(v)].abs().max()) if bool(torch.isfinite(v).any()) else float("nan")
         reward = td.get(("next", getattr(getattr(est, "tensor_keys", None), "reward", "reward")), None) if td is not None else None
@@ -55,6 +56,7 @@ def install(hub) -> None:
             if r.numel():
                 info["max_r"] = max(info["max_r"], float(r.max()))
         info["calls"] += 1
+        info["last_step"] = hub.meta["optimizer_steps"]
         if info["first_v"] is None:
             info["first_v"] = v
         if v == v:
@@ -87,8 +89,10 @@ def judge(observed: dict) -> str:
     faults, notes, short = [], [], []
     for name, e in ests.items():
         g, r = e["gamma"], e["max_r"]
-        if e["calls"] < MIN_CALLS or g is None or not g < 1 or r <= 0:
+        trained = e.get("last_step", 0) > e.get("first_step", 0)
+        if e["calls"] < MIN_CALLS or not trained or g is None or not g < 1 or r <= 0:
             why = ("gamma >= 1: no bound from rewards" if g is not None and not g < 1 else
+                   "no optimizer step between its calls" if not trained else
                    f"no finite nonzero reward ({e.get('bad_r', 0)} non-finite)" if r <= 0 and e.get("bad_r") else
                    "every reward seen was 0" if r <= 0 else f"fewer than {MIN_CALLS} calls")
             short.append(f"{name}: {e['calls']} calls ({why})")
