@@ -11,7 +11,7 @@ side effect) and measures:
   before the script trains on it, so the weights are those that acted: a difference means
   the stored action is not the one the log-prob was computed for (an exploration module or
   a transform changed it afterwards, e.g. ``AdditiveGaussianModule`` after a
-  ``ProbabilisticActor``) or the acting copy's weights differ (a multi-process collector
+  ``ProbabilisticActor``, or ``safe=True`` projected the sample onto the spec) or the acting copy's weights differ (a multi-process collector
   whose workers were not sent the new weights);
 - the entropy: ``dist.entropy()`` (``TanhNormal``: of its base Normal, before the tanh),
   per action dimension; for a categorical policy as a share of ``log(n)``.
@@ -193,9 +193,11 @@ def judge(observed: dict) -> str:
             if s["lp_off"] / s["lp_checked"] >= MISMATCH:
                 faults.append(f"{where}: the stored {s['lp_key']} is not the policy's log-prob of the stored action on {s['lp_off']} of "
                               f"{s['lp_checked']} checked steps (median case of the first batch: {s['example']}): something changed the action after its log-prob was "
-                              "computed (an exploration module or transform after the ProbabilisticActor) or the acting copy's weights "
+                              "computed (an exploration module or transform after the ProbabilisticActor, the projection of "
+                              "ProbabilisticActor(safe=True) onto the spec) or the acting copy's weights "
                               "differ (call collector.update_policy_weights_() after each optimizer step); the loss's importance ratio "
-                              "is then wrong; fix: explore through the distribution itself (no noise after a ProbabilisticActor)")
+                              "is then wrong; fix: explore through the distribution itself (no noise after a ProbabilisticActor; "
+                              "a TanhNormal with low/high from env.action_spec instead of safe=True)")
             else:
                 notes.append(f"{where}: the stored {s['lp_key']} is the policy's log-prob of the stored action on "
                              f"{s['lp_checked'] - s['lp_off']} of {s['lp_checked']} checked steps")
