@@ -72,13 +72,15 @@ def install(hub) -> None:
         parts = [td.get(key, None) for key in (getattr(keys, "value_target", "value_target"), getattr(keys, "value", "state_value"))]
         parts = [p.reshape(-1) for p in parts if torch.is_tensor(p)]
         if parts:
-            record(est, td, torch.cat(parts))
+            hub.emit("value_estimates", est, td, torch.cat(parts))
 
     def after_estimate(est, a, k, out):
-        record(est, a[0] if a else k.get("tensordict"), out)
+        hub.emit("value_estimates", est, a[0] if a else k.get("tensordict"), out)
 
+    # wrapped once per process (a forked worker keeps the wrappers and subscribes again)
     wrap(hub, ValueEstimatorBase, "forward", after=after_forward, guard="audit-value")
     wrap(hub, ValueEstimatorBase, "value_estimate", after=after_estimate, guard="audit-value")
+    hub.on("value_estimates", record)
     hub.summariser(lambda: sec.__setitem__("estimators", dict(ests)))
 
 
