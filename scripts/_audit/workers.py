@@ -237,11 +237,14 @@ def enable(hub, patches, detectors, folder: str) -> None:
     if not _STATE.get("fork_hook"):
         _STATE["fork_hook"] = True
         os.register_at_fork(after_in_child=after_fork)
-    # Process._bootstrap clears the finalizers a child inherited or registered before it ran,
-    # then runs the after-fork callbacks: the last snapshot is registered from there.
+    # A forked child's Process._bootstrap clears the finalizers it inherited, then runs the
+    # after-fork callbacks: its last snapshot is registered from there. A spawned child's
+    # _after_fork does nothing (SpawnProcess): it registers its own now (boot).
     from multiprocessing import util
 
     util.register_after_fork(hub, _finalize)
+    if isinstance(hub, WorkerHub):
+        _finalize(hub)
 
 
 def _snapshot_on_term(hub) -> None:
@@ -251,6 +254,7 @@ def _snapshot_on_term(hub) -> None:
 
     def on_term(signum, frame):
         try:
+            hub.end = {"how": "sigterm"}
             hub.snapshot()
         finally:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -265,8 +269,12 @@ def _snapshot_on_term(hub) -> None:
 def _finalize(hub) -> None:
     from multiprocessing import util
 
+    def last():
+        hub.end = {"how": "exit"}
+        hub.snapshot()
+
     if isinstance(hub, WorkerHub):
-        util.Finalize(hub, hub.snapshot, exitpriority=100)
+        util.Finalize(hub, last, exitpriority=100)
 
 
 def _watch_first_resets(hub) -> None:
