@@ -25,7 +25,7 @@ import importlib  # noqa: E402
 
 import skill_report as sr  # noqa: E402
 from _audit import DETECTORS, INFO  # noqa: E402
-from _audit import workers as _workers  # noqa: E402
+from _audit import worker_reports as _workers  # noqa: E402
 
 EXAMPLE = (
     "python $SKILL_DIR/scripts/audit_run.py train.py --max-frames 2000 -- --lr 3e-4\n"

@@ -141,9 +141,9 @@ def run(target: str, script_args: list[str], seconds: float, max_frames: int | N
             _stop_all(proc.pid, known)
         observed = json.loads(out.read_text()) if out.exists() else {}
         if observed:  # what the instrumented worker processes saw (workers.py), merged by audit_run
-            from . import workers
+            from . import worker_reports
 
-            observed["worker_reports"] = workers.collect(tmp / "workers")
+            observed["worker_reports"] = worker_reports.collect(tmp / "workers")
         text = log.read_text(errors="replace") if log.exists() else ""
         if log_copy is not None:
             shutil.copyfile(log, log_copy)
