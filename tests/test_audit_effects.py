@@ -195,12 +195,14 @@ def test_grad_norms_verdicts():
     def net(first, last, steps=20):
         return {"first": first, "last": last, "steps": steps, "first_step": 1, "last_step": steps, "tensors": 4}
 
-    with pytest.raises(sr.CheckFailed, match=r"critic_network_params: gradient norm shrank to 1e-05x"):
-        _judge("e_grad_norms", {"networks": {"PPO.critic_network_params": net([1.0] * 5, [1e-5] * 5)}, "zero": {}})
+    # a shrinking norm is a converging loss as often as a lost signal: reported, not failed
+    assert "PPO.critic_network_params 1 -> 1e-05" in _judge("e_grad_norms", {"networks": {"PPO.critic_network_params": net([1.0] * 5, [1e-5] * 5)}, "zero": {}})
+    with pytest.raises(sr.CheckFailed, match=r"critic_network_params: gradient norm grew 2e\+03x"):
+        _judge("e_grad_norms", {"networks": {"PPO.critic_network_params": net([1.0] * 5, [2e3] * 5)}, "zero": {}})
     with pytest.raises(sr.CheckFailed, match=r"actor_network_params: median gradient norm 1e-09, 1e\+09x below another network of PPO"):
         _judge("e_grad_norms", {"networks": {"PPO.actor_network_params": net([1e-9] * 5, [1e-9] * 5),
                                              "PPO.critic_network_params": net([1.0] * 5, [1.0] * 5)}, "zero": {}})
-    assert "within 1000x" in _judge("e_grad_norms", {"networks": {"PPO.critic_network_params": net([1.0] * 5, [300.0] * 5)}, "zero": {}})
+    assert "none grew 1000x" in _judge("e_grad_norms", {"networks": {"PPO.critic_network_params": net([1.0] * 5, [300.0] * 5)}, "zero": {}})
     with pytest.raises(sr.CheckSkipped, match=r"PPO.critic_network_params 9 \(needs 10\)"):
         _judge("e_grad_norms", {"networks": {"PPO.critic_network_params": net([1.0] * 5, [1.0] * 4, steps=9)}, "zero": {}})
 

@@ -30,7 +30,7 @@ NAME = "env-actions"
 MIN_STEPS = 100  # received actions before "never varies" is judged
 MIN_PAIRS = 20  # sampled/received pairs before the encoding is judged
 KEEP = 16  # distinct values kept per env (2 are enough to show variety)
-MAX_PAIRS = 2000  # sampled/received pairs checked per env; later steps are only counted
+MAX_PAIRS = 500  # sampled/received pairs checked per env; later steps are only counted
 
 
 def _label(env) -> str:

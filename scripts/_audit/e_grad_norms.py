@@ -6,14 +6,17 @@ optimizer's parameter group). Per network: the norm of all its gradients per ste
 tensor: how often its gradient was exactly zero.
 
 Faults, on MIN_STEPS or more sampled steps of that network (MIN_ZERO of a tensor for the
-all-zero share; fewer: SKIP with the count): the median norm of its last WINDOW steps GROWTH times its first WINDOW steps'
-(exploding) or 1/GROWTH of it (vanishing); a network whose median is 1e-6 of another
-network's of the same loss (no signal reaches it); a tensor whose gradient is exactly
-zero on ZERO or more of its steps (a tanh or ReLU saturated by unscaled inputs, a detached
-output: the optimizer steps it on nothing). Steps from the first non-finite gradient on
-are left out (the non-finite row names it; what follows it is no longer a trend). Why 10^3: early gradient norms move within about 100x in
-the runs this was measured on (PPO, SAC, DDPG and DQN at their usual learning rates: a
-critic's grow as values grow from 0 towards the returns).
+all-zero share; fewer: SKIP with the count): the median norm of its last WINDOW steps
+GROWTH times its first WINDOW steps' (exploding); a network whose median is APART of
+another network's of the same loss (no signal reaches it); a tensor whose gradient is
+exactly zero on ZERO or more of its steps (a tanh or ReLU saturated by unscaled inputs, a
+detached output: the optimizer steps it on nothing). A norm that shrinks is reported, not
+failed: a critic whose loss falls toward 0 shrinks its gradient as it converges (the
+correct DDPG crane's critic: 262x in 300 steps). Steps from the first non-finite gradient
+on are left out (the non-finite row names it; what follows is no longer a trend).
+Why 10^3: on the correct runs of tests/fixtures/audit (PPO, SAC, DQN, TD3, DDPG) no
+network's norm grew more than 4x; a critic trained with a step far too large grew 10^13x
+before it turned NaN.
 """
 
 from __future__ import annotations
@@ -93,9 +96,6 @@ def judge(observed: dict) -> str:
         if a > 0 and b / a >= GROWTH:
             faults.append(f"{net}: gradient norm grew {b / a:.3g}x {span}: the updates diverge; fix: lower its learning rate, "
                           "clip its gradients (torch.nn.utils.clip_grad_norm_(params, max_norm=1.0)), check its targets (see value-range)")
-        elif a > 0 and b / a <= 1 / GROWTH:
-            faults.append(f"{net}: gradient norm shrank to {b / a:.3g}x {span}: it stops learning (saturated activations, a loss weight "
-                          "that decays to 0)")
         else:
             notes.append(f"{net} {a:.3g} -> {b:.3g}")
     by_loss: dict = {}
@@ -120,4 +120,4 @@ def judge(observed: dict) -> str:
     cut = sec.get("non_finite_at")
     cut = f"; steps from {cut} on left out (a non-finite gradient, see non-finite)" if cut else ""
     return (f"median gradient norm over the first and last {WINDOW} sampled steps, per network: " + "; ".join(notes)
-            + f" (within {GROWTH:g}x, no all-zero tensor){cut}")
+            + f" (none grew {GROWTH:g}x, no all-zero tensor){cut}")
