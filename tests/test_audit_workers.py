@@ -31,7 +31,7 @@ def audit(variant: str) -> tuple[int, dict]:
 
 
 def _instrumented(run_row: str, method: str) -> None:
-    assert f"2 of 2 worker processes instrumented ({method}; 2 ran torchrl), their events merged into the rows" in run_row, run_row
+    assert f"2 of 2 worker processes instrumented ({method}), their events merged into the rows" in run_row, run_row
     assert "not instrumented" not in run_row, run_row
 
 
@@ -92,7 +92,7 @@ def test_merged_reports_name_uninstrumented_workers_and_keep_the_note():
     assert [e["base_id"] for e in obs["sections"]["transforms"]["envs"]] == [3, "w1:3"]
     assert obs["sections"]["env-seeding"] == {"calls": [], "set_seed_calls": 1}
     assert obs["meta"]["probe_errors"]["env_step:_audit.e_env_actions"] == "boom (in worker 11)"
-    assert workers.notes(obs["meta"]) == ["1 of 2 worker processes instrumented (forkserver, spawn; 1 ran torchrl), their events merged "
+    assert workers.notes(obs["meta"]) == ["1 of 2 worker processes instrumented (forkserver, spawn), their events merged "
                                           "into the rows; not instrumented: 12 (forkserver, _run_worker_pipe_shared_mem)"]
     assert obs["meta"]["workers"] == ["ParallelEnv(2 workers)"]  # the run row keeps saying what was not seen
     # every started process reported: no component is left unseen

@@ -98,8 +98,8 @@ def merge(observed: dict, modules: list) -> None:
         "methods": sorted({p["method"] for p in started}),
         "missing": [f"{p['pid']} ({p['method']}{', ' + p['target'] if p.get('target') else ''})" for p in missing],
     }
-    if started and not missing:
-        meta["workers"] = []  # every worker was instrumented: no row saw only the main process
+    if not missing:
+        meta["workers"] = []  # every worker that ran was instrumented: no row saw only the main process
 
 
 def notes(meta: dict) -> list[str]:
@@ -107,8 +107,9 @@ def notes(meta: dict) -> list[str]:
     wp = meta.get("worker_processes") or {}
     if not wp.get("started"):
         return []
-    text = (f"{wp['reported']} of {wp['started']} worker processes instrumented ({', '.join(wp['methods'])}; "
-            f"{wp['torchrl']} ran torchrl), their events merged into the rows")
+    text = f"{wp['reported']} of {wp['started']} worker processes instrumented ({', '.join(wp['methods'])}), their events merged into the rows"
+    if wp["torchrl"] < wp["reported"]:
+        text += f" ({wp['reported'] - wp['torchrl']} never imported torchrl, or its instrumentation failed there: see probe errors)"
     if wp["missing"]:
         text += f"; not instrumented: {', '.join(wp['missing'][:4])}"
     return [text]
