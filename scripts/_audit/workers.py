@@ -207,7 +207,8 @@ def enable(hub, patches, detectors, folder: str) -> None:
     if _STATE.get("pid") == os.getpid():
         return
     _STATE["pid"] = os.getpid()
-    Path(folder).mkdir(parents=True, exist_ok=True)
+    if not isinstance(hub, WorkerHub):  # the audited process makes the folder; a late worker never re-creates it
+        Path(folder).mkdir(parents=True, exist_ok=True)
     _patch_spawn(folder)
     _patch_start(hub)
 
