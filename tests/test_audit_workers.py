@@ -69,7 +69,8 @@ def test_multi_sync_collector_workers_starting_alike_are_seen_and_nothing_is_lef
     assert status == "fail" and "TransformedEnv(Reach) (one per worker process) with 2 workers made only 1 distinct first resets" in detail, detail
     assert got["env-actions"][0] == "pass" and "400 received actions in 2 processes" in got["env-actions"][1]
     assert "2 x StepCounter (200 steps" in got["transforms"][1] or "StepCounter (" in got["transforms"][1]
-    assert list(tmp_path.iterdir()) == []  # no torchrl-audit-* folder, no worker report
+    # no torchrl-audit-* folder, no worker report (torch itself may leave its torchinductor_* cache there)
+    assert [p for p in tmp_path.rglob("*") if p.name.startswith(("torchrl-audit-", "worker-"))] == []
     import psutil
 
     assert [p for p in psutil.process_iter(["cmdline"]) if str(tmp_path) in " ".join(p.info["cmdline"] or [])] == []
