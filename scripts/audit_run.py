@@ -8,9 +8,9 @@ ends. Each detector prints one row: PASS with what it measured, FAIL with the ev
 the cause and the fix, SKIP when the component is not used (or "not measured" when the
 auditor's own probe raised on it); info rows (never a fault) give the update-to-data ratio,
 the frames per second and observation features of very different scales. The target's stdout/stderr go to a log
-(--log FILE keeps a copy); nothing is written in your project. Multi-process collectors
-and ParallelEnv workers are not instrumented: the run row says which detectors saw only
-the main process. Without TARGET it audits the bundled known-good example
+(--log FILE keeps a copy); nothing is written in your project. Worker processes
+(ParallelEnv, multi-process collectors) are instrumented too and their events merged into
+the rows; the run row counts them and names any it could not instrument. Without TARGET it audits the bundled known-good example
 (sub-skills/development-and-testing/assets/modern_example.py). What each row measures:
 references/run-time-audit.md.
 """
@@ -25,6 +25,7 @@ import importlib  # noqa: E402
 
 import skill_report as sr  # noqa: E402
 from _audit import DETECTORS, INFO  # noqa: E402
+from _audit import worker_reports as _workers  # noqa: E402
 
 EXAMPLE = (
     "python $SKILL_DIR/scripts/audit_run.py train.py --max-frames 2000 -- --lr 3e-4\n"
@@ -33,7 +34,7 @@ EXAMPLE = (
 DEFAULT_TARGET = sr.BUNDLE_ROOT / "sub-skills" / "development-and-testing" / "assets" / "modern_example.py"
 MODULES = [importlib.import_module(f"_audit.{name}") for name in DETECTORS]
 INFO_MODULES = [importlib.import_module(f"_audit.{name}") for name in INFO]
-WORKER_BLIND = "transforms, vector-autoreset and identical-workers (first resets) saw only the main process"
+WORKER_BLIND = "the rows saw only the processes that were instrumented"
 
 
 def build_parser():
@@ -98,10 +99,12 @@ def check_run(args):
     if not observed:
         sr.cannot_run(f"the audited process ended without reporting (last output: {_tail(outcome.log)})", "run the target alone to check it starts")
     meta, end = observed["meta"], observed["end"]
+    _workers.merge(observed, MODULES + INFO_MODULES)
     _refuse(target.label, end, meta, outcome, args.seconds)
     observed["outcome"] = {"log_tail": _tail(outcome.log), "lines": len(outcome.log.splitlines()), "leftovers": outcome.leftovers,
                            "killed": outcome.killed, "label": target.label, "seconds": args.seconds}
     notes = [f"built {', '.join(meta['built'][:3])}"]
+    notes += _workers.notes(meta)
     if meta["workers"]:
         notes.append(f"not instrumented: workers of {', '.join(meta['workers'])} ({WORKER_BLIND})")
     owned = {m.__name__ for m in MODULES + INFO_MODULES}

@@ -192,6 +192,10 @@ def main() -> None:
     signal.signal(signal.SIGUSR1, stop)
     signal.signal(signal.SIGTERM, stop)
     _install_on_import(hub, patches, detectors)
+    if cfg.get("workers_dir"):  # worker processes report to files there (workers.py)
+        from _audit import workers
+
+        workers.enable(hub, patches, detectors, cfg["workers_dir"])
     _warnings_point_at_user_code()
     hub.start = time.monotonic()
     _start_watchdog(hub, grace=max(3.0, 0.1 * hub.seconds))

@@ -106,7 +106,8 @@ def run(target: str, script_args: list[str], seconds: float, max_frames: int | N
     started = time.monotonic()
     try:
         out, log = tmp / "observed.json", tmp / "output.log"
-        cfg = {"target": target, "script_args": script_args, "out": str(out), "max_frames": max_frames, "seconds": seconds}
+        cfg = {"target": target, "script_args": script_args, "out": str(out), "max_frames": max_frames, "seconds": seconds,
+               "workers_dir": str(tmp / "workers")}
         (tmp / "config.json").write_text(json.dumps(cfg))
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
         with open(log, "wb") as logf:
@@ -139,6 +140,10 @@ def run(target: str, script_args: list[str], seconds: float, max_frames: int | N
         if leftovers or _group_alive(proc.pid):
             _stop_all(proc.pid, known)
         observed = json.loads(out.read_text()) if out.exists() else {}
+        if observed:  # what the instrumented worker processes saw (workers.py), merged by audit_run
+            from . import worker_reports
+
+            observed["worker_reports"] = worker_reports.collect(tmp / "workers")
         text = log.read_text(errors="replace") if log.exists() else ""
         if log_copy is not None:
             shutil.copyfile(log, log_copy)
