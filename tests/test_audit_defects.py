@@ -96,7 +96,7 @@ def test_td3_hydra_script_without_its_target_updater_fails():
 def test_a_copy_made_by_the_last_updater_call_is_seen():
     # HardUpdate(value_network_update_interval=50) stepped after each of exactly 51 updates:
     # its one copy is the last call, after the last optimizer step
-    expect(MUT / "target_network.py", "target-network", "pass", "--", "--variant", "hard-last-copy",
+    expect(MUT / "target_network.py", "target-network", "pass", "--max-frames", "5000", "--", "--variant", "hard-last-copy",
            says=["target changed 1 times"], never=["never changed"])
 
 

@@ -20,21 +20,29 @@ from collections import Counter
 
 import skill_report as sr
 
+from .evidence import need
+
 NAME = "time-limit"
+MIN_EPISODES = 3
 
 
 def install(hub) -> None:
-    from .tdtools import ObjectKeys, next_flag
+    from .probe import user_site
+    from .tdtools import ObjectKeys, next_flag, own_attr
 
     key_of = ObjectKeys()
 
     sec = hub.section(NAME)
     running: dict = {}
+    wheres: dict = {}
+    sites: dict = {}
     ended = {"terminated": Counter(), "truncated": Counter()}
 
-    def follow(key, td, fresh: bool):
+    def follow(key, td, fresh: bool, where=None):
         if td is None or td.batch_dims == 0:
             return
+        if key not in wheres and where is not None:
+            wheres[key] = where()
         term, trunc = next_flag(td, "terminated"), next_flag(td, "truncated")
         done = next_flag(td, "done")
         if term is None and done is not None:
@@ -60,10 +68,41 @@ def install(hub) -> None:
         sec["n_terminated"] = sum(ended["terminated"].values())
         sec["n_truncated"] = sum(ended["truncated"].values())
         sec["max_terminated"] = max(ended["terminated"], default=0)
+        sec["sources"] = list(wheres.values())[:4]
 
-    hub.on("collector_batch", lambda col, batch: follow(key_of(col), batch, False))
-    hub.on("env_rollout", lambda env, policy, td: follow(("rollout", key_of(env)), td, True))
+    def where(kind, site, env):
+        return lambda: {"kind": kind, "site": site, "env": _env_definition(env)}
+
+    hub.on("collector_built", lambda col, site: sites.__setitem__(key_of(col), site))
+    hub.on("collector_batch", lambda col, batch: follow(key_of(col), batch, False,
+                                                        where(type(col).__name__, sites.get(key_of(col), "?"), own_attr(col, "env"))))
+    hub.on("env_rollout", lambda env, policy, td: follow(("rollout", key_of(env)), td, True, where("env.rollout", user_site(), env)))
     hub.summariser(summarise)
+
+
+def _env_definition(env) -> str | None:
+    """``"Reach (defined at envs.py:12)"`` for the innermost env under ``env`` (through
+    ``base_env`` and a batched env's first worker) when its class is not torchrl's, else None."""
+    import inspect
+    from pathlib import Path
+
+    from .tdtools import own_attr
+
+    for _ in range(10):
+        inner = own_attr(env, "base_env")
+        if inner is None:
+            workers = own_attr(env, "_envs")
+            inner = workers[0] if isinstance(workers, (list, tuple)) and workers else None
+        if inner is None:
+            break
+        env = inner
+    cls = type(env)
+    if env is None or cls.__module__.startswith(("torchrl.", "gymnasium.", "gym.")):
+        return None
+    try:
+        return f"{cls.__name__} (defined at {Path(inspect.getsourcefile(cls)).name}:{inspect.getsourcelines(cls)[1]})"
+    except (OSError, TypeError):
+        return None
 
 
 def judge(observed: dict) -> str:
@@ -71,13 +110,16 @@ def judge(observed: dict) -> str:
 
     sec = observed["sections"].get(NAME, {})
     n_term, n_trunc = sec.get("n_terminated", 0), sec.get("n_truncated", 0)
-    if n_term + n_trunc < 3:
-        raise sr.CheckSkipped(f"only {n_term + n_trunc} episode(s) ended in the collected data")
+    if not sec.get("sources"):
+        raise sr.CheckSkipped("no collected data (no collector batch, no env.rollout)")
+    need(n_term + n_trunc, MIN_EPISODES, "collected data", "episode ends")
+    src = sec["sources"][0]
+    at = f" (collected by the {src['kind']} at {src['site']}" + (f"; env {src['env']}" if src.get("env") else "") + ")"
     longest = sec.get("max_terminated", 0)
     at_longest = sec.get("terminated", {}).get(str(longest), 0)
     if n_trunc == 0 and longest > 1 and at_longest >= 3 and at_longest >= 0.5 * n_term:
         raise sr.CheckFailed(
-            f"{at_longest} of {n_term} episodes ended `terminated` at exactly step {longest} (none longer, none truncated), "
+            f"{at_longest} of {n_term} episodes ended `terminated` at exactly step {longest} (none longer, none truncated){at}, "
             f"so value targets treat step {longest} as terminal and never bootstrap it; {cause_and_fix('time-limit-as-terminated', N=longest)}; in a custom env return truncated=True, terminated=False when "
             f"the limit is reached. To decide: truncated when the task could go on after step {longest} and the limit is only your "
             f"episode budget (the usual case); terminated is right only when the step count is part of the observation and reaching "
