@@ -209,3 +209,18 @@ def test_update_to_data_references_name_real_loss_classes():
 
     names = set().union(*(classes for classes, *_ in utd.REFERENCES))
     assert {n for n in names if not hasattr(objectives, n)} == set()
+
+
+@pytest.mark.slow
+def test_without_max_frames_the_run_stops_once_every_verdict_is_in():
+    # a DQN that would collect 100,000 frames: the audit stops once each detector that saw its
+    # component has its verdict, and says so; --max-frames N runs to N frames instead
+    target = str(AUDIT / "mutations" / "target_network.py")
+    code, rows, _ = run(target, "--seconds", "240", "--", "--variant", "soft-never", "--fixed")
+    assert code == 0, rows
+    status, detail = rows["exit"]
+    assert status == "pass" and detail.startswith("stopped once every detector that saw its component had its verdict"), detail
+    assert "target-network" in detail and "exploration" in detail, detail
+    frames = int(rows["run"][1].split(" frames,")[0].rsplit(" ", 1)[1])
+    assert frames < 5000, rows["run"]
+    assert rows["target-network"][0] == "pass" and rows["training"][0] == "pass"

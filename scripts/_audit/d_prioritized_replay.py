@@ -26,7 +26,7 @@ import skill_report as sr
 from .evidence import need
 
 NAME = "prioritized-replay"
-MIN_SAMPLES = 4
+MIN_SAMPLES = 8
 
 
 def install(hub) -> None:
@@ -101,8 +101,9 @@ def judge(observed: dict) -> str:
     buffers = [b for b in observed["sections"].get(NAME, {}).get("buffers", []) if b["samples"]]
     if not buffers:
         raise sr.CheckSkipped("no prioritized replay buffer was sampled")
-    need(max(b["samples"] for b in buffers), MIN_SAMPLES, "prioritized replay buffers", "sample() calls")
     faults, notes = [], []
+    if not any(b["negative"] or b["nan"] for b in buffers):  # a negative priority is a fault at once
+        need(max(b["samples"] for b in buffers), MIN_SAMPLES, "prioritized replay buffers", "sample() calls")
     for b in buffers:
         name = f"{b['cls']} with {b['sampler']} (built at {b.get('site', '?')})"
         raised = (f"; {b['raised']} update calls raised and updated nothing (the first: {b['error']})" if b.get("raised") else "")

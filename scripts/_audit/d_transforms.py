@@ -48,11 +48,11 @@ def _transforms(env) -> list:
 def install(hub) -> None:
     from torchrl.envs import ObservationNorm, Transform, TransformedEnv
 
-    from .patches import wrap
     from .tdtools import ObjectKeys
 
     sec = hub.section(NAME)
-    steps: dict[int, int] = {}
+    steps: dict[int, int] = {}  # a TransformedEnv's _step calls
+    direct: dict[int, int] = {}  # a base env's step calls
     resets: dict[int, int] = {}
     envs: dict[int, dict] = {}
     appended: dict[int, str] = {}
@@ -66,17 +66,20 @@ def install(hub) -> None:
         return overrides and getattr(cls, "_reset") is getattr(Transform, "_reset")
 
     counted_classes: set = set()
+    private: dict[int, int] = {}
 
     def count_private_steps(env):
         """Count ``_step`` calls of ``env``'s class: every use of a base env, also through a
-        TransformedEnv or a SerialEnv (wrapped once per class, on the first instance built)."""
+        TransformedEnv or a SerialEnv (wrapped once per class, on the first instance built). A
+        ``_step`` that is a classmethod (``PendulumEnv``'s) has no instance to count: its env's
+        ``step`` calls count instead."""
         cls = type(env)
         if cls in counted_classes or isinstance(env, TransformedEnv):
             return
         counted_classes.add(cls)
         owner = next((k for k in cls.__mro__ if "_step" in k.__dict__), None)
-        if owner is not None:
-            wrap(hub, owner, "_step", after=lambda s, a, k, o: count(steps, s))
+        if owner is not None and not isinstance(owner.__dict__["_step"], (classmethod, staticmethod)):
+            _count_calls(owner, "_step", lambda env: count(private, env))
 
     def on_env(env, site, by_user=True):
         count_private_steps(env)
@@ -105,7 +108,7 @@ def install(hub) -> None:
                 "site": info["site"], "base_cls": info["base_cls"], "base_id": info["base"], "steps": steps.get(key, 0), "resets": resets.get(key, 0),
                 "by_user": info["by_user"],
                 # the base env's use: its _step calls, direct or through any TransformedEnv or batched env
-                "base_steps": max(steps.get(info["base"], 0), by_base[info["base"]] - steps.get(key, 0)), "appended_at": appended.get(key),
+                "base_steps": max(used(info["base"]), by_base[info["base"]] - steps.get(key, 0)), "appended_at": appended.get(key),
                 "transforms": info["transforms"], "reset_skipped": info["reset_skipped"],
                 "norms": norms,
             })
@@ -114,9 +117,14 @@ def install(hub) -> None:
     def count(table, env):
         table[key_of(env)] = table.get(key_of(env), 0) + 1
 
+    def used(key) -> int:
+        """Steps of a base env: its ``_step`` calls (every use), or its ``step`` calls."""
+        return max(private.get(key, 0), direct.get(key, 0))
+
     hub.on("env_built", on_env)
     # A TransformedEnv's steps and resets are counted where they run (its _step/_reset), so the
     # sub-envs a SerialEnv steps through _step count too; a base env's own steps are its step calls.
+    hub.on("env_step", lambda env, out: None if isinstance(env, TransformedEnv) else count(direct, env))
     hub.on("transformed_step", lambda env: count(steps, env))
     hub.on("transformed_reset", lambda env: count(resets, env))
     def on_append(env, ret, site):
@@ -127,6 +135,42 @@ def install(hub) -> None:
 
     hub.on("append_transform", on_append)
     hub.summariser(summarise)
+
+
+def _count_calls(owner, name: str, counted) -> None:
+    """Call ``counted(self)`` after each ``name`` call of ``owner`` and of its subclasses that
+    override it with a plain function (classmethods and staticmethods are left alone; a
+    ``super()`` chain counts once)."""
+    import functools
+
+    from .patches import _subclasses
+
+    active: set = set()
+    for klass in _subclasses(owner):
+        fn = klass.__dict__.get(name)
+        if fn is None or isinstance(fn, (classmethod, staticmethod)) or getattr(fn, "_audit_wrapped", False) or not callable(fn):
+            continue
+
+        def make(fn):
+            @functools.wraps(fn)
+            def wrapper(self, *args, **kwargs):
+                if id(self) in active:
+                    return fn(self, *args, **kwargs)
+                active.add(id(self))
+                try:
+                    out = fn(self, *args, **kwargs)
+                finally:
+                    active.discard(id(self))
+                try:
+                    counted(self)
+                except Exception:  # counting must never change the user's run
+                    pass
+                return out
+
+            wrapper._audit_wrapped = True
+            return wrapper
+
+        setattr(klass, name, make(fn))
 
 
 def _defined_at(cls) -> str:
