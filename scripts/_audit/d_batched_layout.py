@@ -39,6 +39,7 @@ def install(hub) -> None:
     samplers: dict[int, dict] = {}
     layouts: set = set()
     rb_sites: dict[int, str] = {}
+    loss_sites: dict[int, str] = {}
 
     def on_estimator(est, td, loss):
         info = estimators.setdefault(id(est), {
@@ -51,7 +52,8 @@ def install(hub) -> None:
             info["site"] = user_site()
         if loss is not None:
             info["in_loss"] += 1
-            info["loss"] = {"cls": type(loss).__name__, "advantage_key": str(getattr(getattr(loss, "tensor_keys", None), "advantage", "?"))}
+            info["loss"] = {"cls": type(loss).__name__, "advantage_key": str(getattr(getattr(loss, "tensor_keys", None), "advantage", "?")),
+                            "site": loss_sites.get(id(loss), "?")}
         if info["calls"] > 50 and info["calls"] % 10:
             return  # measured often enough
         shape = list(td.batch_size)
@@ -91,6 +93,7 @@ def install(hub) -> None:
         sec["collector_shapes"] = [list(s) for s in sorted(layouts)][:4]
 
     hub.on("rb_built", lambda rb, site: rb_sites.__setitem__(id(rb), site))
+    hub.on("loss_built", lambda loss, site: loss_sites.__setitem__(id(loss), site))
     hub.on("estimator_call", on_estimator)
     hub.on("rb_sample", on_sample)
     hub.on("collector_batch", on_batch)
@@ -120,13 +123,13 @@ def judge(observed: dict) -> str:
         if e["in_loss"] and (standalone and e not in standalone):
             mine = standalone[0]
             faults.append(
-                f"{e['loss']['cls']} computed advantages itself on {e['in_loss']} calls with its own {name}, over the script's own "
+                f"{e['loss']['cls']} (built at {e['loss'].get('site', '?')}) computed advantages itself on {e['in_loss']} calls with its own {name}, over the script's own "
                 f"{mine['cls']}(gamma={mine['gamma']}, lmbda={mine['lmbda']}) called at {mine.get('site', '?')} that writes {mine['advantage_key']!r}: the batches the loss got lack "
                 f"{e['loss']['advantage_key']!r} (loss.tensor_keys.advantage); fix: compute advantages on the batch the loss reads, with the key it reads "
                 f"(loss.set_keys(advantage={mine['advantage_key']!r}) or the estimator's set_keys), or configure the loss's own with loss.make_value_estimator(...)")
         elif e["in_loss"] and rate > 0.01:
             faults.append(
-                f"{e['loss']['cls']} computed advantages itself ({name}) on {e['in_loss']} calls whose batches are not trajectories: at "
+                f"{e['loss']['cls']} (built at {e['loss'].get('site', '?')}) computed advantages itself ({name}) on {e['in_loss']} calls whose batches are not trajectories: at "
                 f"{e['breaks']} of {e['positions']} steps the next state is not the following step's state and no done marks it (shuffled "
                 f"minibatches lack {e['loss']['advantage_key']!r}); fix: run the estimator on the collector's [env, time] batch before sampling minibatches")
         elif rate > 0.0 and e["breaks"]:

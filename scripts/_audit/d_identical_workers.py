@@ -40,6 +40,7 @@ WINDOW = 8  # steps gathered from consecutive short batches ([env, 1] batches) b
 def install(hub) -> None:
     import torch
 
+    from .probe import user_site
     from .tdtools import ObjectKeys, episode_end, features, own_attr, rows, state_keys
 
     key_of = ObjectKeys()
@@ -93,11 +94,11 @@ def install(hub) -> None:
         joined = [None if any(p[i] is None for p in parts) else torch.cat([p[i] for p in parts], 1) for i in range(3)]
         return tuple(joined)
 
-    def on_data(key, td, kind):
+    def on_data(key, td, kind, site="?"):
         r = rows(td) if td is not None else None
         if r is None or r.shape[0] < 2:
             return
-        src = sources.setdefault(key, {"kind": kind, "batches": 0, "identical": 0, "rows": int(r.shape[0]), "steps": 0,
+        src = sources.setdefault(key, {"kind": kind, "site": site, "batches": 0, "identical": 0, "rows": int(r.shape[0]), "steps": 0,
                                        "random_reset": False, "repeated_reset": 0, "first": None})
         if src["batches"] >= CHECK_BATCHES and src["random_reset"]:
             return  # measured enough
@@ -132,8 +133,9 @@ def install(hub) -> None:
     hub.on("env_built", on_built)
     hub.on("env_seed", lambda env: seeded.add(key_of(env)))
     hub.on("env_reset", on_reset)
-    hub.on("collector_batch", lambda col, batch: on_data(key_of(col), batch, type(col).__name__))
-    hub.on("env_rollout", lambda env, policy, td: on_data(("rollout", key_of(env)), td, "env.rollout"))
+    hub.on("collector_built", lambda col, site: sites.setdefault(("collector", key_of(col)), site))
+    hub.on("collector_batch", lambda col, batch: on_data(key_of(col), batch, type(col).__name__, sites.get(("collector", key_of(col)), "?")))
+    hub.on("env_rollout", lambda env, policy, td: on_data(("rollout", key_of(env)), td, "env.rollout", user_site()))
     hub.summariser(summarise)
 
 
@@ -173,7 +175,7 @@ def judge(observed: dict) -> str:
     faults, notes = [], []
     for s in sources:
         if s["identical"]:
-            faults.append(f"{s['identical']} of the {s['rows']} env rows of {s['kind']} batches were identical (observations and actions over all "
+            faults.append(f"{s['identical']} of the {s['rows']} env rows of {s['kind']} batches (at {s.get('site', '?')}) were identical (observations and actions over all "
                           f"{s['steps']} steps): those workers replay the same random stream; fix: seed the batched env once with env.set_seed(seed) "
                           "(workers get seed, seed+1, ...) and draw randomness from the generator your env's _set_seed seeds")
         else:

@@ -1,0 +1,76 @@
+"""Measure what the run-time auditor costs a training run (issue 19: at most 1.15x).
+
+Runs each workload of benchmarks/audit_workloads/ three ways, round-robin (every command
+once per round, so a load that comes and goes slows them alike), each a fresh process:
+plain (``python workload.py --frames N``), audited to the end (``audit_run.py workload.py
+--max-frames HUGE``: the run is as long as the plain one) and audited with the early stop
+(no --max-frames: the auditor stops once every detector has its verdict). Prints each
+command's median wall time and the ratios to the plain run. It measures; no test asserts it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKLOADS = Path(__file__).resolve().parent / "audit_workloads"
+AUDIT = ROOT / "scripts" / "audit_run.py"
+BUDGET = 1.15
+
+
+def commands(workload: Path, frames: int) -> dict[str, list[str]]:
+    target = [str(workload), "--frames", str(frames)]
+    return {
+        "plain": [sys.executable, *target],
+        "audited": [sys.executable, str(AUDIT), str(workload), "--max-frames", str(10 * frames), "--seconds", "600", "--", *target[1:]],
+        "audited, early stop": [sys.executable, str(AUDIT), str(workload), "--seconds", "600", "--", *target[1:]],
+    }
+
+
+def timed(argv: list[str], cwd: str) -> float:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    start = time.perf_counter()
+    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
+    took = time.perf_counter() - start
+    if proc.returncode not in (0, 1, 5):
+        raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
+    return took
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=3, help="rounds (default 3)")
+    parser.add_argument("--frames", type=int, default=4000, help="frames each workload collects (default 4000)")
+    parser.add_argument("--only", default="", help="workloads whose file name contains this text")
+    args = parser.parse_args(argv)
+    over = 0
+    with tempfile.TemporaryDirectory() as cwd:
+        for workload in sorted(WORKLOADS.glob("*.py")):
+            if args.only not in workload.name:
+                continue
+            cmds = commands(workload, args.frames)
+            times: dict[str, list[float]] = {label: [] for label in cmds}
+            for _ in range(args.repeat):
+                for label, cmd in cmds.items():
+                    times[label].append(timed(cmd, cwd))
+            plain = statistics.median(times["plain"])
+            print(f"{workload.name} ({args.frames} frames, median of {args.repeat}):")
+            for label, got in times.items():
+                ratio = statistics.median(got) / plain
+                flag = ""
+                if label == "audited":
+                    flag = "  within 1.15x" if ratio <= BUDGET else "  OVER 1.15x"
+                    over += ratio > BUDGET
+                print(f"  {label:<22} {statistics.median(got):7.2f} s  {ratio:5.2f}x{flag}")
+    return 1 if over else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
