@@ -54,7 +54,8 @@ def install(hub) -> None:
         info["steps"] += 1
         for group in opt.param_groups:
             for p in group["params"]:
-                info["params"].setdefault(id(p), weakref.ref(p))
+                if id(p) not in info["params"]:  # kept from first sight: an optimizer that is gone by the end still counts
+                    info["params"][id(p)] = (weakref.ref(p), p.numel(), p.requires_grad)
                 if p.grad is not None:
                     info["grad"].add(id(p))
 
@@ -82,11 +83,11 @@ def install(hub) -> None:
         stepping = {pid for o in opts.values() if o["steps"] for pid in o["params"]}
         sec["optimizers"] = []
         for o in opts.values():
-            live = {pid: ref() for pid, ref in o["params"].items()}
-            never = [pid for pid, p in live.items() if p is not None and p.requires_grad and pid not in o["grad"]]
-            sec["optimizers"].append({"cls": o["cls"], "steps": o["steps"], "tensors": len(live), "site": o["site"],
-                                      "never_grad": [name_of(pid) for pid in never[:12]], "n_never_grad": len(never),
-                                      "never_grad_numel": sum(live[pid].numel() for pid in never)})
+            never = [pid for pid, (_, _, trainable) in o["params"].items() if trainable and pid not in o["grad"]]
+            sec["optimizers"].append({"cls": o["cls"], "steps": o["steps"], "tensors": len(o["params"]), "site": o["site"],
+                                      "never_grad": [name_of(pid) if o["params"][pid][0]() is not None else names.get(pid, f"tensor#{pid % 10000}")
+                                                     for pid in never[:12]],
+                                      "n_never_grad": len(never), "never_grad_numel": sum(o["params"][pid][1] for pid in never)})
         sec["losses"] = []
         for info in losses.values():
             missing = [pid for pid in info["named"] if pid not in stepping]
