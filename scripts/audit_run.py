@@ -112,6 +112,8 @@ def check_run(args):
     observed["outcome"] = {"log_tail": _tail(outcome.log), "lines": len(outcome.log.splitlines()), "leftovers": outcome.leftovers,
                            "killed": outcome.killed, "label": target.label, "seconds": args.seconds}
     notes = [f"built {', '.join(meta['built'][:3])}"]
+    if end.get("reason") == "verdicts":
+        notes.insert(0, "stopped as soon as every detector that saw its component had its verdict (see exit)")
     if meta["workers"]:
         notes.append(f"not instrumented: workers of {', '.join(meta['workers'])} ({WORKER_BLIND})")
     owned = {m.__name__ for m in MODULES + INFO_MODULES}
