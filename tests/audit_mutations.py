@@ -45,11 +45,12 @@ class Run:
         return {"broken": "fail", "fixed": "pass", "clean": "pass", "short": "short"}[self.kind]
 
 
-def pair(detector, name, target, shape, max_frames, says=(), argv=None, fixed_argv=None):
-    """A fault variant and its fixed twin (``--variant NAME`` / ``--variant NAME --fixed`` unless given)."""
+def pair(detector, name, target, shape, max_frames, says=(), argv=None, fixed_argv=None, where=None):
+    """A fault variant and its fixed twin (``--variant NAME`` / ``--variant NAME --fixed`` unless
+    given); the FAIL must name ``where`` (default: the target's file name) with a line."""
     argv = tuple(argv) if argv is not None else ("--variant", name)
     fixed_argv = tuple(fixed_argv) if fixed_argv is not None else (*argv, "--fixed")
-    where = (Path(target).name + ":",)
+    where = ((where or Path(target).name) + ":",)
     return [Run(detector, name, "broken", target, argv, max_frames, shape, where + tuple(says)),
             Run(detector, name, "fixed", target, fixed_argv, max_frames, shape)]
 
@@ -74,7 +75,7 @@ RUNS: list[Run] = [
     *pair("target-network", "other-loss", TN, "updater built for a loss rebuilt later", 800, ["updates another DQNLoss"]),
     *pair("target-network", "no-updater", TN, "no updater", 800, ["no SoftUpdate/HardUpdate"]),
     *pair("target-network", "td3-no-updater", TD3, "hydra-style TD3, loss.value_loss/actor_loss, no updater", 600,
-          ["TD3Loss", "train.py:"], argv=(SERIAL, "loss.target_update=none"), fixed_argv=(SERIAL,)),
+          ["TD3Loss"], argv=(SERIAL, "loss.target_update=none"), fixed_argv=(SERIAL,), where="utils.py"),
     *pair("target-network", "td3-per-batch", TD3, "hydra-style TD3, updater stepped per batch", 600,
           ["per optimizer step"], argv=(SERIAL, "loss.target_update_at=batch"), fixed_argv=(SERIAL,)),
     *clean("target-network", "hard-last-copy", TN, "HardUpdate whose one copy is the run's last call", 5000,
@@ -93,7 +94,7 @@ RUNS: list[Run] = [
     *pair("optimizer-coverage", "extra-module", "mutations/optimizer_coverage.py", "PPO, an unused module in the optimizer", 400,
           ["never received a gradient"]),
     *pair("optimizer-coverage", "td3-critic-module", TD3, "hydra-style TD3, critic optimizer over the module", 600,
-          ["qvalue_network_params", "train.py:"], argv=(SERIAL, "optim.critic_params=module"), fixed_argv=(SERIAL,)),
+          ["qvalue_network_params"], argv=(SERIAL, "optim.critic_params=module"), fixed_argv=(SERIAL,)),
     *short("optimizer-coverage", "few-steps", "mutations/optimizer_coverage.py", 100, ["--variant", "ppo-actor-only", "--fixed"]),
     # exploration
     *pair("exploration", "rollout-no-context", "mutations/exploration.py", "env.rollout outside an exploration context", 400,
@@ -105,7 +106,7 @@ RUNS: list[Run] = [
     *pair("exploration", "noise-per-update", "mutations/exploration.py", "AdditiveGaussianModule.step() per update", 600, ["per update"]),
     *pair("exploration", "noise-no-frames", "mutations/exploration.py", "AdditiveGaussianModule.step() without frames", 600, ["counted"]),
     *pair("exploration", "td3-never-stepped", TD3, "hydra-style TD3, noise never stepped", 600, ["never called"],
-          argv=(SERIAL, "exploration.step=never"), fixed_argv=(SERIAL,)),
+          argv=(SERIAL, "exploration.step=never"), fixed_argv=(SERIAL,), where="utils.py"),
     *pair("exploration", "td3-per-update", TD3, "hydra-style TD3, noise stepped per update", 600, ["per update"],
           argv=(SERIAL, "exploration.step=update"), fixed_argv=(SERIAL,)),
     *short("exploration", "inside-random-frames", "coverage/ddpg.py", 1000, [], ["init_random_frames=25000"]),
@@ -151,7 +152,7 @@ RUNS: list[Run] = [
     *pair("identical-workers", "rollout", "mutations/identical_workers.py", "env.rollout of a SerialEnv, one dict of kwargs", 240,
           ["create_env_kwargs"]),
     *pair("identical-workers", "td3-same-seed", TD3, "hydra-style TD3, create_env_kwargs as one dict in utils.py", 600,
-          ["create_env_kwargs", "utils.py:"], argv=(SERIAL, "env.same_seed=true"), fixed_argv=(SERIAL,)),
+          ["create_env_kwargs"], argv=(SERIAL, "env.same_seed=true"), fixed_argv=(SERIAL,), where="utils.py"),
     *clean("identical-workers", "deterministic", "mutations/identical_workers.py", "a reset deterministic by design, seeded apart", 240,
            ["--variant", "deterministic"], ["deterministic by design"]),
     # prioritized-replay
