@@ -124,8 +124,8 @@ RUNS: list[Run] = [
     *pair("time-limit", "terminated", "mutations/time_limit.py", "custom env returning terminated at the limit", 300, ["terminated` at exactly step 20"]),
     *pair("time-limit", "budget-transform", "mutations/time_limit.py", "a user transform terminating at a budget", 300, ["terminated` at exactly step 20"]),
     *pair("time-limit", "rollout", "mutations/time_limit.py", "env.rollout, no collector", 300, ["terminated` at exactly step 20"]),
-    *pair("time-limit", "serial", "mutations/time_limit.py", "SerialEnv", 300, ["terminated` at exactly step 20"]),
-    *pair("time-limit", "parallel", "mutations/time_limit.py", "ParallelEnv", 300, ["terminated` at exactly step 20"]),
+    *pair("time-limit", "serial", "mutations/time_limit.py", "SerialEnv", 300, ["terminated` at exactly step 20"], where="drift.py"),
+    *pair("time-limit", "parallel", "mutations/time_limit.py", "ParallelEnv", 300, ["terminated` at exactly step 20"], where="time_limit.py"),
     *short("time-limit", "few-episodes", "mutations/time_limit.py", 30, ["--variant", "done", "--frames-per-batch", "30"]),
     # batched-layout
     *pair("batched-layout", "flatten", "mutations/batched_layout.py", "GAE on [env*time]", 400, ["before reshape(-1)"]),
@@ -138,11 +138,11 @@ RUNS: list[Run] = [
     *short("batched-layout", "few-steps", "mutations/batched_layout.py", 8, ["--variant", "flatten", "--fixed", "--frames-per-batch", "8"]),
     # vector-autoreset
     *pair("vector-autoreset", "gymenv-num-envs", "mutations/vector_autoreset.py", "GymEnv(num_envs=2)", 400, ["NEXT_STEP"]),
-    *pair("vector-autoreset", "sync-vector", "mutations/vector_autoreset.py", "GymWrapper(SyncVectorEnv)", 400, ["NEXT_STEP"]),
-    *pair("vector-autoreset", "async-vector", "mutations/vector_autoreset.py", "GymWrapper(AsyncVectorEnv)", 400, ["NEXT_STEP"]),
-    *pair("vector-autoreset", "make-vec", "mutations/vector_autoreset.py", "GymWrapper(gymnasium.make_vec)", 400, ["NEXT_STEP"]),
     *pair("vector-autoreset", "transformed", "mutations/vector_autoreset.py", "TransformedEnv over GymEnv(num_envs=2)", 400, ["NEXT_STEP"]),
     *pair("vector-autoreset", "rollout", "mutations/vector_autoreset.py", "env.rollout, no collector", 400, ["NEXT_STEP"]),
+    *pair("vector-autoreset", "collector-factory", "mutations/vector_autoreset.py", "a factory the Collector calls", 400, ["NEXT_STEP"]),
+    *pair("vector-autoreset", "serial-of-vector", "mutations/vector_autoreset.py", "SerialEnv of GymEnv(num_envs=2)", 400, ["NEXT_STEP"]),
+    *pair("vector-autoreset", "appended", "mutations/vector_autoreset.py", "GymEnv(num_envs=2).append_transform(...)", 400, ["NEXT_STEP"]),
     # identical-workers
     *pair("identical-workers", "kwargs-dict", "mutations/identical_workers.py", "SerialEnv, create_env_kwargs as one dict", 240, ["create_env_kwargs"]),
     *pair("identical-workers", "unseeded", "mutations/identical_workers.py", "SerialEnv, unseeded generators", 240, ["set_seed was never called"]),
@@ -182,7 +182,7 @@ RUNS: list[Run] = [
 # One entry per detector re-run live in the test suite (the recordings are what the auditor sees).
 LIVE = ["target-network/soft-per-batch/broken", "optimizer-coverage/no-alpha/broken", "exploration/noise-no-frames/broken",
         "transforms/serial-dropped/broken", "time-limit/budget-transform/broken", "batched-layout/cat-rollouts/broken",
-        "vector-autoreset/make-vec/broken", "identical-workers/seed-in-factory/broken", "prioritized-replay/expanded/broken",
+        "vector-autoreset/serial-of-vector/broken", "identical-workers/seed-in-factory/broken", "prioritized-replay/expanded/broken",
         "episode-stats/get-method/broken", "env-seeding/random-alias/broken"]
 
 

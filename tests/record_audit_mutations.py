@@ -32,7 +32,8 @@ def main() -> int:
     parser.add_argument("--missing", action="store_true", help="record only runs absent from the file or recorded with other arguments")
     parser.add_argument("--readme", action="store_true", help="only rewrite the table in tests/README.md from the recordings")
     args = parser.parse_args()
-    recorded = am.load_recorded()
+    keys = {r.key for r in am.RUNS}
+    recorded = {k: v for k, v in am.load_recorded().items() if k in keys}  # runs no longer listed are dropped
     if args.readme:
         am.write_readme_table(recorded)
         return 0

@@ -21,7 +21,8 @@ NAME = "vector-autoreset"
 
 
 def _vector_env(env):
-    """The gymnasium vector env under ``env`` (through TransformedEnv.base_env), or None."""
+    """The gymnasium vector env under ``env`` (through TransformedEnv.base_env and a SerialEnv's
+    first sub-env), or None."""
     from .tdtools import own_attr
 
     for _ in range(10):
@@ -30,7 +31,8 @@ def _vector_env(env):
         inner = own_attr(env, "_env")
         if inner is not None and type(inner).__module__.startswith("gymnasium.vector") and hasattr(inner, "num_envs"):
             return inner
-        env = own_attr(env, "base_env")
+        workers = own_attr(env, "_envs")  # a SerialEnv's sub-envs live in this process
+        env = own_attr(env, "base_env") or (workers[0] if isinstance(workers, (list, tuple)) and workers else None)
     return None
 
 
