@@ -28,7 +28,7 @@ import audit_mutations as am  # noqa: E402
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", default="", help="record the runs whose key contains this text")
+    parser.add_argument("--only", default="", help="record the runs whose key contains this text (or one of several, comma-separated)")
     parser.add_argument("--missing", action="store_true", help="record only runs absent from the file or recorded with other arguments")
     parser.add_argument("--readme", action="store_true", help="only rewrite the table in tests/README.md from the recordings")
     args = parser.parse_args()
@@ -37,7 +37,7 @@ def main() -> int:
     if args.readme:
         am.write_readme_table(recorded)
         return 0
-    todo = [r for r in am.RUNS if args.only in r.key]
+    todo = [r for r in am.RUNS if any(part in r.key for part in args.only.split(","))]
     if args.missing:
         todo = [r for r in todo if r.key not in recorded or recorded[r.key]["argv"] != list(r.argv)
                 or recorded[r.key]["max_frames"] != r.max_frames]
