@@ -20,9 +20,9 @@ import skill_report as sr
 NAME = "vector-autoreset"
 
 
-def _vector_env(env):
+def _vector_env(env, with_owner: bool = False):
     """The gymnasium vector env under ``env`` (through TransformedEnv.base_env and a SerialEnv's
-    first sub-env), or None."""
+    first sub-env), or None; ``with_owner``: ``(vector env, the torchrl env holding it)``."""
     from .tdtools import own_attr
 
     for _ in range(10):
@@ -30,9 +30,10 @@ def _vector_env(env):
             return None
         inner = own_attr(env, "_env")
         if inner is not None and type(inner).__module__.startswith("gymnasium.vector") and hasattr(inner, "num_envs"):
-            return inner
+            return inner if not with_owner else (inner, env)
         workers = own_attr(env, "_envs")  # a SerialEnv's sub-envs live in this process
-        env = own_attr(env, "base_env") or (workers[0] if isinstance(workers, (list, tuple)) and workers else None)
+        base = own_attr(env, "base_env")
+        env = base if base is not None else (workers[0] if isinstance(workers, (list, tuple)) and workers else None)
     return None
 
 
@@ -78,11 +79,8 @@ def install(hub) -> None:
             env_sites.setdefault(id(env), site)
 
     def site_of(env):
-        for _ in range(10):  # the GymEnv under TransformedEnvs
-            if env is None or id(env) in env_sites:
-                break
-            env = own_attr(env, "base_env")
-        return env_sites.get(id(env), "?") if env is not None else "?"
+        found = _vector_env(env, with_owner=True)
+        return env_sites.get(id(found[1]), "?") if found else "?"
 
     hub.on("env_built", on_env)
     hub.on("collector_batch", lambda col, batch: follow(own_attr(col, "env"), batch, id(col), site=site_of(own_attr(col, "env"))))
