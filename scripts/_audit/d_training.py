@@ -9,11 +9,10 @@ audit can end inside them). With no optimizer step the row is a SKIP whose detai
 was seen and what budget to ask for, and audit_run.py exits 5 (``EXIT_NOTHING_TRAINED``),
 as pytest exits 5 when it collected nothing.
 
-Early stop (child side): without ``--max-frames``, the run stops at the next collection call
-once training has started and every detector that saw its component has its verdict
+Early stop (child side): without ``--max-frames``, the run stops at a collection call once
+training has started and every detector that saw its component has its verdict
 (``evidence.readiness``: none is short of its minimum evidence, at least one has a verdict).
-The check runs on the sections each snapshot has just refreshed, so it costs no extra pass
-over the data. A component first used after that point (an evaluation env every N frames)
+The check runs at most once a second, on sections the summarisers refresh (no file write). A component first used after that point (an evaluation env every N frames)
 is not seen: ``--max-frames N`` runs to N frames.
 
 Facts (torchrl 0.14.1, torchrl/collectors/_single.py): ``Collector(...,
@@ -61,36 +60,39 @@ def install(hub) -> None:
         _stop_when_every_verdict_is_in(hub)
 
 
-def _stop_when_every_verdict_is_in(hub) -> None:
-    """After each snapshot, judge every detector on the sections it just wrote; once training
-    started and no detector is short of evidence, stop at the next collection call. Wraps this
-    hub's ``snapshot`` and ``checkpoint`` (instance attributes: patches.py calls them there)."""
+def _stop_when_every_verdict_is_in(hub, every: float = 1.0) -> None:
+    """At most once per ``every`` seconds of collection calls, judge every detector on fresh
+    sections (``hub.payload()`` runs the summarisers, no file is written); once training
+    started and no detector is short of evidence, stop at the next collection call. Wraps
+    this hub's ``checkpoint`` (an instance attribute: patches.py calls it there)."""
     import importlib
 
     from . import DETECTORS
     from .evidence import readiness
 
     modules = [importlib.import_module(f"_audit.{name}") for name in DETECTORS if name != __name__.rpartition(".")[2]]
-    state = {"ready": False}
-    snapshot, checkpoint = hub.snapshot, hub.checkpoint
+    state = {"ready": False, "last": 0.0}
+    checkpoint = hub.checkpoint
 
-    def snapshot_and_judge():
-        snapshot()
-        if state["ready"] or not hub.active() or not hub.meta["optimizer_steps"]:
-            return
-        observed = {"meta": hub.meta, "sections": hub.sections, "end": {"how": "running"}}
+    def judged_ready() -> bool:
+        if not hub.meta["optimizer_steps"] or hub.elapsed() - state["last"] < every:
+            return False
+        state["last"] = hub.elapsed()
+        observed = {**hub.payload(), "end": {"how": "running"}}
         verdicts = {m.NAME: readiness(m, observed) for m in modules}
-        if False not in verdicts.values() and True in verdicts.values():
-            state["ready"] = True
-            hub.meta["verdicts_in"] = {"frames": hub.meta["frames"], "s": round(hub.elapsed(), 3),
-                                       "rows": sorted(n for n, v in verdicts.items() if v)}
+        if False in verdicts.values() or True not in verdicts.values():
+            return False
+        hub.meta["verdicts_in"] = {"frames": hub.meta["frames"], "s": round(hub.elapsed(), 3),
+                                   "rows": sorted(n for n, v in verdicts.items() if v)}
+        return True
 
     def checkpoint_or_stop(collecting: bool):
-        if collecting and state["ready"] and hub.stop_reason is None and hub.active():
+        if collecting and hub.stop_reason is None and hub.active() and (state["ready"] or judged_ready()):
+            state["ready"] = True
             hub.stop_reason = "verdicts"
         return checkpoint(collecting)
 
-    hub.snapshot, hub.checkpoint = snapshot_and_judge, checkpoint_or_stop
+    hub.checkpoint = checkpoint_or_stop
 
 
 def _budget(meta: dict, sec: dict) -> str:
