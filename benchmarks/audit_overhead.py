@@ -5,13 +5,16 @@ once per round, so a load that comes and goes slows them alike), each a fresh pr
 plain (``python workload.py --frames N``), audited to the end (``audit_run.py workload.py
 --max-frames HUGE``: the run is as long as the plain one) and audited with the early stop
 (no --max-frames: the auditor stops once every detector has its verdict). Prints each
-command's median wall time and the ratios to the plain run. It measures; no test asserts it.
+command's median wall time and CPU time (user + system of the whole process tree: the
+measure a busy machine disturbs least) and their ratios to the plain run. It measures; no
+test asserts it.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -34,14 +37,20 @@ def commands(workload: Path, frames: int) -> dict[str, list[str]]:
     }
 
 
-def timed(argv: list[str], cwd: str) -> float:
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(argv: list[str], cwd: str) -> tuple[float, float]:
+    """``(wall seconds, CPU seconds)`` of one run of ``argv`` and every process it waited for."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
-    start = time.perf_counter()
+    cpu, start = _children_cpu(), time.perf_counter()
     proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
     took = time.perf_counter() - start
     if proc.returncode not in (0, 1, 5):
         raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
-    return took
+    return took, _children_cpu() - cpu
 
 
 def main(argv=None) -> int:
@@ -56,19 +65,20 @@ def main(argv=None) -> int:
             if args.only not in workload.name:
                 continue
             cmds = commands(workload, args.frames)
-            times: dict[str, list[float]] = {label: [] for label in cmds}
+            times: dict[str, list[tuple[float, float]]] = {label: [] for label in cmds}
             for _ in range(args.repeat):
                 for label, cmd in cmds.items():
                     times[label].append(timed(cmd, cwd))
-            plain = statistics.median(times["plain"])
-            print(f"{workload.name} ({args.frames} frames, median of {args.repeat}):")
-            for label, got in times.items():
-                ratio = statistics.median(got) / plain
+            wall = {label: statistics.median(t[0] for t in got) for label, got in times.items()}
+            cpu = {label: statistics.median(t[1] for t in got) for label, got in times.items()}
+            print(f"{workload.name} ({args.frames} frames, median of {args.repeat}):          wall            CPU")
+            for label in cmds:
+                ratio, cpu_ratio = wall[label] / wall["plain"], cpu[label] / cpu["plain"]
                 flag = ""
                 if label == "audited":
                     flag = "  within 1.15x" if ratio <= BUDGET else "  OVER 1.15x"
                     over += ratio > BUDGET
-                print(f"  {label:<22} {statistics.median(got):7.2f} s  {ratio:5.2f}x{flag}")
+                print(f"  {label:<22} {wall[label]:7.2f} s {ratio:5.2f}x   {cpu[label]:7.2f} s {cpu_ratio:5.2f}x{flag}")
     return 1 if over else 0
 
 
