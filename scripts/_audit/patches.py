@@ -163,7 +163,9 @@ def install(hub) -> None:
         return out
 
     LossModule.__call__ = loss_call
-    install_loss_methods(hub, LossModule)
+    from .loss_parts import install_loss_methods
+
+    install_loss_methods(hub, LossModule, _state)
 
     wrap(hub, TargetNetUpdater, "__init__", after=lambda s, a, k, o: hub.emit("updater_built", s, user_site()))
     wrap(hub, TargetNetUpdater, "step", after=lambda s, a, k, o: hub.emit("updater_step", s))
@@ -292,40 +294,6 @@ def _user_priority(hub, meth):
             return False
 
     return lambda self, a, k: Around(self)
-
-
-def _is_loss_part(name: str, fn) -> bool:
-    """A public method that computes one part of a loss: ``value_loss``, ``actor_loss``,
-    ``qvalue_loss`` (TD3, CrossQ, IQL, CQL, SAC), ``loss_value``/``loss_actor`` (DDPG)."""
-    return (callable(fn) and not name.startswith(("_", "sync_", "set_", "make_"))
-            and (name.endswith("_loss") or name.startswith("loss_")))
-
-
-def install_loss_methods(hub, loss_base) -> None:
-    """Report a loss used through its parts (``q_loss, _ = loss.value_loss(td)``, as torchrl's
-    TD3, TD3+BC, CrossQ and discrete IQL scripts do) as ``loss_forward``, like ``loss(td)``: a
-    part called inside another loss call (``forward`` calling ``actor_loss``) is not reported again.
-    Classes defined after torchrl's import (the user's own losses) are reported through ``__call__``."""
-    def make(orig):
-        @functools.wraps(orig)
-        def part(self, *args, **kwargs):
-            stack = _state().loss_stack
-            stack.append(self)
-            try:
-                out = orig(self, *args, **kwargs)
-            finally:
-                stack.pop()
-            if not stack and args and hub.active():
-                hub.emit("loss_forward", self, args[0], out)
-            return out
-
-        part._audit_wrapped = True
-        return part
-
-    for klass in _subclasses(loss_base):
-        for name, fn in list(klass.__dict__.items()):
-            if _is_loss_part(name, fn) and not getattr(fn, "_audit_wrapped", False):
-                setattr(klass, name, make(fn))
 
 
 class _Depth:
