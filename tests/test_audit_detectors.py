@@ -118,7 +118,8 @@ def test_time_limit_broken_and_fixed():
 
 @pytest.mark.parametrize("variant, says", [
     ("flatten", ["ran at broken.py:56 in ppo on [[100]] data although the collector produced [[4, 25]]", "before reshape(-1)"]),
-    ("recompute", ["ClipPPOLoss computed advantages itself", "writes 'adv'", "loss.set_keys(advantage='adv')"]),
+    ("recompute", ["ClipPPOLoss (built at broken.py:42 in ppo) computed advantages itself", "called at broken.py:58 in ppo that writes 'adv'",
+                   "loss.set_keys(advantage='adv')"]),
     ("slice", ["SliceSampler of the buffer built at broken.py:75 in slices returned slices that cross trajectories", "ndim=2"]),
 ])
 def test_batched_layout_fails_broken(variant, says):
