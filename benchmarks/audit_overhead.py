@@ -26,6 +26,14 @@ ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = Path(__file__).resolve().parent / "audit_workloads"
 AUDIT = ROOT / "scripts" / "audit_run.py"
 BUDGET = 1.15
+EXAMPLE = "python benchmarks/audit_overhead.py --repeat 3 --only dqn"
+EXIT_CODES = (
+    "exit codes:\n"
+    "  0    the audited run of every workload is within 1.15x the plain run's wall time\n"
+    "  1    at least one is over it (named on its row)\n"
+    "  2    cannot measure: a bad argument, or a run that exits other than 0, 1 or 5 (its last stderr line)\n"
+    "  130  interrupted (Ctrl-C)"
+)
 
 
 def commands(workload: Path, frames: int) -> dict[str, list[str]]:
@@ -49,16 +57,26 @@ def timed(argv: list[str], cwd: str) -> tuple[float, float]:
     proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
     took = time.perf_counter() - start
     if proc.returncode not in (0, 1, 5):
-        raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
+        print(f"audit_overhead.py: error: {' '.join(argv)} exited {proc.returncode}: {(proc.stderr.strip().splitlines() or ['?'])[-1]}",
+              file=sys.stderr)
+        raise SystemExit(2)
     return took, _children_cpu() - cpu
 
 
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        description=__doc__.strip(),
+        epilog=f"example:\n  {EXAMPLE}\n\n{EXIT_CODES}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--repeat", type=int, default=3, help="rounds; each command's median over them is reported (default: 3)")
+    parser.add_argument("--frames", type=int, default=4000, help="frames each workload collects (default: 4000)")
+    parser.add_argument("--only", default="", metavar="TEXT", help="run only the workloads whose file name contains TEXT")
+    return parser
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", type=int, default=3, help="rounds (default 3)")
-    parser.add_argument("--frames", type=int, default=4000, help="frames each workload collects (default 4000)")
-    parser.add_argument("--only", default="", help="workloads whose file name contains this text")
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     over = 0
     with tempfile.TemporaryDirectory() as cwd:
         for workload in sorted(WORKLOADS.glob("*.py")):
