@@ -27,6 +27,7 @@ EXIT_OK = 0
 EXIT_FAIL = 1
 EXIT_CANNOT_RUN = 2
 EXIT_INTERRUPTED = 130  # the shell's code for a SIGINT death (128 + 2)
+EXIT_NOTHING_AUDITED = 5  # audit_run.py alone: no check failed, but the run trained nothing (pytest's "no tests collected")
 
 
 class CheckFailed(Exception):

@@ -54,7 +54,7 @@ from typing import Any, Callable, Iterator
 # never from here.
 import _user_code  # noqa: E402
 from _base import (  # noqa: E402,F401
-    AREAS, BUNDLE_ROOT, EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, BackendMissing, CannotRun, CheckFailed,
+    AREAS, BUNDLE_ROOT, EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_INTERRUPTED, EXIT_NOTHING_AUDITED, EXIT_OK, BackendMissing, CannotRun, CheckFailed,
     CheckSkipped, cannot_run, first_line, next_key, one_line,
 )
 from _cli import EXIT_CODES_HELP, add_device_flag, add_timeout_flag, int_at_least, make_parser, number_above  # noqa: E402,F401
@@ -123,6 +123,9 @@ class Report:
     ``json_mode``: while True, anything a library prints to stdout during a check is sent
     to stderr, so stdout carries the JSON object alone.
     ``timeout``: seconds each check may run (``_user_code.time_limit``); None for no limit.
+    ``nothing_audited``: set by a script whose checks passed on nothing (audit_run.py, when no
+    optimizer stepped): the report is not ok, and without a failed check it exits
+    ``EXIT_NOTHING_AUDITED`` with the summary word ``NOTHING AUDITED``.
     """
 
     script: str
@@ -130,6 +133,7 @@ class Report:
     checks: list[CheckResult] = field(default_factory=list)
     versions: dict | None = None
     timeout: float | None = None
+    nothing_audited: str | None = None
 
     @property
     def script_path(self) -> str:
@@ -219,7 +223,7 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        return self.summary()["fail"] == 0
+        return self.summary()["fail"] == 0 and not self.nothing_audited
 
     def as_dict(self) -> dict:
         """The report object of CONTRIBUTING.md "JSON report" (validated by report.schema.json)."""
@@ -233,18 +237,20 @@ class Report:
         }
 
     def finish(self) -> int:
-        """Print the summary line (or the JSON object) and return the exit code (0 or 1)."""
+        """Print the summary line (or the JSON object) and return the exit code: 0, 1, or
+        ``EXIT_NOTHING_AUDITED`` when ``nothing_audited`` is set and no check failed."""
+        empty = bool(self.nothing_audited) and self.summary()["fail"] == 0
         if self.json_mode:
             sys.stdout.write(json.dumps(self.as_dict()) + "\n")
         else:
             s = self.summary()
-            verdict = "OK" if self.ok else "FAILED"
+            verdict = "OK" if self.ok else ("NOTHING AUDITED" if empty else "FAILED")
             print(
                 f"{verdict}: {s['pass']} pass, {s['fail']} fail, {s['skip']} skip, "
                 f"{s['missing']} missing  [{self.script_path}]"
             )
         sys.stdout.flush()
-        return EXIT_OK if self.ok else EXIT_FAIL
+        return EXIT_OK if self.ok else (EXIT_NOTHING_AUDITED if empty else EXIT_FAIL)
 
 
 def check_params(check: Check) -> list[str]:

@@ -210,3 +210,32 @@ def test_update_to_data_references_name_real_loss_classes():
 
     names = set().union(*(classes for classes, *_ in utd.REFERENCES))
     assert {n for n in names if not hasattr(objectives, n)} == set()
+
+
+@pytest.mark.slow
+def test_without_max_frames_the_run_stops_once_every_verdict_is_in():
+    # a DQN that would collect 100,000 frames: the audit stops once each detector that saw its
+    # component has its verdict, and says so; --max-frames N runs to N frames instead
+    target = str(AUDIT / "mutations" / "target_network.py")
+    code, rows, _ = run(target, "--seconds", "240", "--", "--variant", "soft-never", "--fixed")
+    assert code == 0, rows
+    status, detail = rows["exit"]
+    assert status == "pass" and detail.startswith("stopped once every detector that saw its component had its verdict"), detail
+    assert "target-network" in detail and "exploration" in detail, detail
+    frames = int(rows["run"][1].split(" frames,")[0].rsplit(" ", 1)[1])
+    assert frames < 5000, rows["run"]
+    assert rows["target-network"][0] == "pass" and rows["training"][0] == "pass"
+
+
+def test_a_report_of_nothing_audited_exits_5_unless_a_row_failed(capsys):
+    import skill_report as sr
+
+    report = sr.Report(str(SCRIPT))
+    report.add("training", "skip", "no optimizer stepped in 1000 frames")
+    report.nothing_audited = "no optimizer stepped"
+    assert report.finish() == sr.EXIT_NOTHING_AUDITED == 5 and not report.ok
+    assert capsys.readouterr().out.splitlines()[-1].startswith("NOTHING AUDITED: 0 pass, 0 fail, 1 skip")
+    report.add("exit", "fail", "raised")
+    assert report.finish() == 1
+    assert "exit codes:" in load_module(SCRIPT).build_parser().format_help()
+    assert "  5    nothing audited" in load_module(SCRIPT).build_parser().format_help()

@@ -16,6 +16,7 @@ imports torch inside) and ``judge(obs)`` (parent side; returns the pass detail o
 """
 
 DETECTORS = [
+    "d_training",  # first: whether anything was trained at all (exit 5 when not), and the early stop
     "d_target_network",
     "d_optimizer_coverage",
     "d_exploration",
