@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import skill_report as sr
 
+from . import evidence
+
 NAME = "action-bounds"
 TOL = 1e-3  # a value within TOL * (high - low) of a bound is at it
 PINNED = 0.4  # share of one dimension's values at or beyond a bound that fails
@@ -175,5 +177,5 @@ def judge(observed: dict) -> str:
     if faults:
         raise sr.CheckFailed(" | ".join(faults))
     if not notes:
-        raise sr.CheckSkipped("too few actions to judge: " + "; ".join(short))
+        raise evidence.Short("too few actions to judge: " + "; ".join(short) + "; " + evidence.MORE)
     return "; ".join(notes) + (f"; not judged: {'; '.join(short)}" if short else "")

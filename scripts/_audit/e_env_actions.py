@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import skill_report as sr
 
+from . import evidence
+
 NAME = "env-actions"
 MIN_STEPS = 100  # received actions before "never varies" is judged
 MIN_PAIRS = 20  # sampled/received pairs before the encoding is judged
@@ -166,7 +168,7 @@ def judge(observed: dict) -> str:
     if faults:
         raise sr.CheckFailed(" | ".join(faults))
     if not notes:
-        raise sr.CheckSkipped("too few env steps to judge: " + "; ".join(short))
+        raise evidence.Short("too few env steps to judge: " + "; ".join(short) + "; " + evidence.MORE)
     skipped = "; not judged: " + "; ".join(short) if short else ""
     det = sum(e["det_steps"] for e in envs)
     return "; ".join(notes) + (f"; {det} steps under a deterministic exploration type not judged for variety" if det else "") + skipped

@@ -26,6 +26,8 @@ import statistics
 
 import skill_report as sr
 
+from . import evidence
+
 NAME = "grad-norms"
 WINDOW = 5
 MIN_STEPS = 2 * WINDOW  # sampled steps of a network before its trend is judged
@@ -88,7 +90,7 @@ def judge(observed: dict) -> str:
         raise sr.CheckSkipped("no optimizer step with gradients")
     judged = {k: v for k, v in nets.items() if v["steps"] >= MIN_STEPS and v["first"] and v["last"]}
     if not judged:
-        raise sr.CheckSkipped("too few sampled optimizer steps: " + ", ".join(f"{k} {v['steps']}" for k, v in nets.items()) + f" (needs {MIN_STEPS})")
+        raise evidence.Short("too few sampled optimizer steps: " + ", ".join(f"{k} {v['steps']}" for k, v in nets.items()) + f" (needs {MIN_STEPS})" + "; " + evidence.MORE)
     faults, notes = [], []
     for net, v in judged.items():
         a, b = _med(v["first"]), _med(v["last"])

@@ -39,6 +39,8 @@ import math
 
 import skill_report as sr
 
+from . import evidence
+
 NAME = "policy-distribution"
 EARLY, EVERY, MAX_CHECKS = 8, 5, 60  # batches checked: the first EARLY, then every EVERY-th, at most MAX_CHECKS
 ROWS = 256  # steps per checked batch
@@ -222,5 +224,5 @@ def judge(observed: dict) -> str:
     if faults:
         raise sr.CheckFailed(" | ".join(faults))
     if not judged:
-        raise sr.CheckSkipped("too little to judge: " + "; ".join(notes))
+        raise evidence.Short("too little to judge: " + "; ".join(notes) + "; " + evidence.MORE)
     return "; ".join(notes)

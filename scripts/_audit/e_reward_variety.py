@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import skill_report as sr
 
+from . import evidence
+
 NAME = "reward-variety"
 MIN_FRAMES = 500
 
@@ -80,5 +82,5 @@ def judge(observed: dict) -> str:
     if faults:
         raise sr.CheckFailed(" | ".join(faults))
     if not notes:
-        raise sr.CheckSkipped("too few rewards: " + "; ".join(short))
+        raise evidence.Short("too few rewards: " + "; ".join(short) + "; " + evidence.MORE)
     return "; ".join(notes) + (f"; not judged: {'; '.join(short)}" if short else "")

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import skill_report as sr
 
+from . import evidence
+
 NAME = "value-range"
 MARGIN = 2.0
 GROWTH = 10.0
@@ -112,5 +114,5 @@ def judge(observed: dict) -> str:
     if faults:
         raise sr.CheckFailed(" | ".join(faults))
     if not notes:
-        raise sr.CheckSkipped("too little to judge: " + "; ".join(short))
+        raise evidence.Short("too little to judge: " + "; ".join(short) + "; " + evidence.MORE)
     return "; ".join(notes) + (f"; not judged: {'; '.join(short)}" if short else "")
