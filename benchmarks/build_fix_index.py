@@ -389,13 +389,18 @@ def build(repo: Path, since: str, wheels: dict[str, Path]) -> dict:
     }
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.strip(), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repo", type=Path, required=True, help="a pytorch/rl clone (bare is fine)")
     parser.add_argument("--since", default="0.11.0", help="the oldest supported release (default: 0.11.0)")
     parser.add_argument("--wheel", action="append", default=[], metavar="VERSION=PATH",
                         help="a released torchrl wheel for a release the clone has no tag of (repeatable)")
     parser.add_argument("--out", type=Path, default=OUT, help=f"default: {OUT.relative_to(ROOT)}")
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if not (args.repo / "HEAD").exists() and not (args.repo / ".git").exists():
         parser.error(f"--repo {args.repo}: not a git clone")

@@ -18,6 +18,7 @@ Reads benchmarks/version_matrix.json (written by ``version_matrix.py --write``).
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import sys
@@ -112,7 +113,13 @@ def stamp_table(matrix: dict) -> int:
     return n
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(description=__doc__.strip(), formatter_class=argparse.RawDescriptionHelpFormatter,
+                                   epilog="exit codes:\n  0    stamped\n  2    benchmarks/version_matrix.json is missing")
+
+
+def main(argv=None) -> int:
+    build_parser().parse_args(argv)
     if not MATRIX.exists():
         print(f"stamp_versions.py: error: {MATRIX.relative_to(ROOT)} is missing; fix: run "
               "python benchmarks/version_matrix.py, then --write", file=sys.stderr)

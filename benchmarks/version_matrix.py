@@ -51,9 +51,9 @@ GROUPS = ("contract", "proofs", "recipes", "rows", "checks", "abi")
 CONTRACT = [
     "tests/test_script_contract.py",
     "tests/test_audit_cli.py",
-    "tests/test_explain.py::test_every_public_name_explains_with_a_signature",
+    "tests/test_explain_names.py::test_every_public_name_of_every_module_resolves_and_explains",
     "tests/test_explain.py::test_error_text_finds_its_entry_and_json_validates",
-    "tests/test_explain.py::test_error_file_with_a_whole_traceback",
+    "tests/test_explain_tracebacks.py::test_a_whole_traceback_confirms_the_cause_by_its_frame",
     "tests/test_explain.py::test_error_that_matches_nothing_exits_1",
     "tests/test_explain.py::test_bad_input_exits_2_with_one_line",
     "tests/test_explain.py::test_binary_error_file_exits_2",

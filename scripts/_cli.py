@@ -23,7 +23,7 @@ class _OneLineParser(argparse.ArgumentParser):
     """argparse that reports a bad flag in one stderr line and exits 2."""
 
     def error(self, message: str):  # type: ignore[override]
-        from skill_report import cannot_run
+        from _base import cannot_run
 
         cannot_run(message, f"run {self.prog} --help")
 

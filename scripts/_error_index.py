@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from skill_report import AREAS, bundle_text  # noqa: E402  ("root" and the six sub-skills)
+from _base import AREAS, bundle_text  # noqa: E402  ("root" and the six sub-skills)
 
 INDEX_PATH = Path(__file__).resolve().parent / "error_index.json"
 SCHEMA_ID = "torchrl-skill.errors/1"
@@ -40,7 +40,7 @@ END_MARK = "<!-- END GENERATED -->"
 REQUIRED = ("id", "area", "title", "cause", "fix", "verify", "versions")
 OPTIONAL = (
     "section", "short", "context", "signatures", "patterns", "names", "reports", "proof", "unreproducible",
-    "also", "page", "since", "until", "verified_on",
+    "also", "page", "frames", "since", "until", "verified_on",
 )
 DEFAULT_PAGE = "troubleshooting.md"
 
@@ -53,10 +53,14 @@ class ErrorEntry:
     TorchRL/TensorDict names the entry is about (explain.py shows it for them). ``also``:
     other areas whose page carries a one-line pointer to this entry. ``page_name``: the
     file (under the area's ``references/``) it is rendered on, when an area's entries are
-    split over several pages (JSON field ``page``). ``since``/``until``: the first torchrl
-    release the entry applies to / no longer applies to (None: not known, or still applies);
-    ``verified_on``: the torchrl releases on which its proof ran and held (stamped by
-    ``benchmarks/stamp_versions.py`` from the version matrix)."""
+    split over several pages (JSON field ``page``). ``frames``: the library functions
+    whose traceback frame confirms this entry, as ``path/under/site-packages.py:function``
+    (``torchrl/modules/distributions/discrete.py:entropy``); an entry whose only matching
+    text is a :func:`generic_messages` text is a candidate until a frame confirms it.
+    ``since``/``until``: the first torchrl release the entry applies to / no longer applies
+    to (None: not known, or still applies); ``verified_on``: the torchrl releases on which
+    its proof ran and held (stamped by ``benchmarks/stamp_versions.py`` from the version
+    matrix)."""
 
     id: str
     area: str
@@ -76,6 +80,7 @@ class ErrorEntry:
     unreproducible: str = ""
     also: tuple[str, ...] = ()
     page_name: str = DEFAULT_PAGE
+    frames: tuple[str, ...] = ()
     since: str | None = None
     until: str | None = None
     verified_on: tuple[str, ...] = ()
@@ -103,7 +108,7 @@ class ErrorEntry:
     def plain(self, name: str) -> str:
         """A text field with markdown emphasis and links reduced to plain text (for CLI lines).
 
-        Records the read (``skill_report.bundle_text``): a report row built from it is marked
+        Records the read (``_base.bundle_text``): a report row built from it is marked
         unverified when the installed torchrl is on none of the lines in ``verified_on``."""
         bundle_text(self.verified_on)
         text = getattr(self, name)
@@ -136,6 +141,9 @@ def _entry(raw: dict, where: str) -> ErrorEntry:
     bad_also = [a for a in raw.get("also", []) if a not in AREAS or a == raw["area"]]
     if bad_also:
         raise ValueError(f"{where}: also {bad_also} are not other areas")
+    bad_frames = [f for f in raw.get("frames", []) if not re.fullmatch(r"(torchrl|tensordict)/[\w/]+\.py:\w+", f)]
+    if bad_frames:
+        raise ValueError(f"{where}: frames {bad_frames} are not torchrl/...py:function or tensordict/...py:function")
     values = {("page_name" if k == "page" else k): tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
     try:
         compiled = tuple(re.compile(p) for p in values.get("patterns", ()))
@@ -155,6 +163,31 @@ def _load_cached(path: str) -> tuple[ErrorEntry, ...]:
     if doubled:
         raise ValueError(f"{path}: ids used twice: {doubled}")
     return entries
+
+
+@dataclass(frozen=True)
+class GenericMessage:
+    """A message torch, tensordict or Python raises on behalf of many callers: ``text`` (its
+    stable part), ``raised_by`` (``tensordict/utils.py:expand_as_right``, ``torch`` for a
+    kernel's message, ``python`` for the interpreter's) and ``called_as`` (the name its
+    callers use, counted by tests/test_explain_tracebacks.py in the installed source)."""
+
+    text: str
+    raised_by: str
+    called_as: str = ""
+
+
+@functools.lru_cache(maxsize=None)
+def generic_messages(path: Path = INDEX_PATH) -> tuple[GenericMessage, ...]:
+    """The index's ``generic`` list: matching one of these texts alone never confirms an entry."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    return tuple(GenericMessage(**item) for item in data.get("generic", []))
+
+
+def is_generic(matched: str, path: Path = INDEX_PATH) -> bool:
+    """True when the matched text of a signature or pattern holds a generic message."""
+    flat = _norm(matched)
+    return any(_norm(g.text) in flat for g in generic_messages(path))
 
 
 def load(path: Path = INDEX_PATH) -> tuple[ErrorEntry, ...]:
@@ -226,6 +259,11 @@ def _exception_spans(text: str) -> list[tuple[int, int]]:
     if start is not None:
         spans.append((offsets[start], offsets[-1]))
     return spans
+
+
+def is_exception_line(line: str) -> bool:
+    """True for a line that starts with an exception name (``KeyError: ...``)."""
+    return bool(_EXC_LINE.match(line))
 
 
 def last_error_line(text: str) -> str:

@@ -18,7 +18,7 @@ def child_processes() -> dict[int, str]:
     try:
         import psutil
     except ImportError:
-        from skill_report import BackendMissing
+        from _base import BackendMissing
 
         raise BackendMissing("psutil not installed; install: pip install psutil") from None
     out = {}

@@ -1,11 +1,11 @@
 """The stack probe: which torch/tensordict/torchrl are installed, and whether the bundle
-may run on them. Imports nothing but the standard library until torchrl itself (so it can
+may run on them. Imports nothing but the standard library (and _base) until torchrl itself (so it can
 say, in one line, that something is missing). Re-exported by skill_report.
 
 Inside the supported range but off the verified stack, :func:`stack_note` is the one row a
 report opens with (what runs here, what was verified, what the version matrix ran on this
 line: ``scripts/stack_lines.json``), and a row quoting the bundle's own text (an
-error-index cause, read through :func:`bundle_text`) is marked by :func:`take_unverified_mark`.
+error-index cause, read through :func:`_base.bundle_text`) is marked by :func:`take_unverified_mark`.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ import platform
 import re
 import sys
 from pathlib import Path
+
+from _base import BUNDLE_TEXT_READS, bundle_text  # noqa: F401  (stdlib only; bundle_text re-exported)
 
 # The release lines every instrument runs on (torchrl with tensordict of the same line;
 # benchmarks/version_matrix.py runs the contract tests on each), verified in full on
@@ -73,7 +75,7 @@ def require_stack(import_torchrl: bool = True) -> dict[str, str | None]:
     check failure for ``scripts/check_torchrl_env.py`` to report, not a reason to refuse.
     Returns :func:`stack_versions`.
     """
-    from skill_report import cannot_run, first_line
+    from _base import cannot_run, first_line
 
     versions = stack_versions()
     pins = " ".join(f"{d}=={v}" for d, v in VERIFIED.items())
@@ -193,15 +195,6 @@ def stack_note(versions: dict) -> str | None:
             f"library hold here; a row quoting the bundle's own text says [unverified on torchrl {versions.get('torchrl')}]")
 
 
-_BUNDLE_TEXT: list[tuple[str, ...]] = []  # verified_on of each bundle text read since the last row
-
-
-def bundle_text(verified_on=None) -> None:
-    """Record that the row being built quotes the bundle's own text (an error-index cause or
-    fix), verified on the torchrl releases ``verified_on`` (default: the verified one)."""
-    _BUNDLE_TEXT.append(tuple(verified_on or (VERIFIED["torchrl"],)))
-
-
 def unverified_mark(verified_on, installed: str | None = None) -> str:
     """``""`` when ``installed`` (default: the installed torchrl) is on a line of
     ``verified_on``, else `` [unverified on torchrl X: the bundle's text, verified on ...]``."""
@@ -212,16 +205,17 @@ def unverified_mark(verified_on, installed: str | None = None) -> str:
 
 
 def take_unverified_mark() -> str:
-    """The mark for the row being recorded (from every :func:`bundle_text` since the last
+    """The mark for the row being recorded (from every :func:`_base.bundle_text` since the last
     row), and forget them. Empty when nothing was read or all of it was verified here."""
-    if not _BUNDLE_TEXT:
+    if not BUNDLE_TEXT_READS:
         return ""
     installed = installed_version("torchrl")
-    off = [vs for vs in _BUNDLE_TEXT if unverified_mark(vs, installed)]
-    _BUNDLE_TEXT.clear()
+    read = [vs or (VERIFIED["torchrl"],) for vs in BUNDLE_TEXT_READS]
+    BUNDLE_TEXT_READS.clear()
+    off = [vs for vs in read if unverified_mark(vs, installed)]
     return unverified_mark(sorted({v for vs in off for v in vs}, key=_release), installed) if off else ""
 
 
 def clear_bundle_text() -> None:
     """Forget bundle text read outside a row (Report.run calls it before each check)."""
-    _BUNDLE_TEXT.clear()
+    BUNDLE_TEXT_READS.clear()

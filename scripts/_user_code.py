@@ -5,9 +5,15 @@ Every checker that takes user code (check_user_env.py, check_loss_wiring.py, the
 auditor) parses its TARGET with :func:`parse_target` and imports it with
 :func:`load_attr`, so the forms and the errors are the same everywhere:
 
-    path/to/file.py:function   a file, imported under a private name, its folder on sys.path
+    path/to/file.py:function   a file, imported under its own name, its folder on sys.path
     package.module:function    a module found from the current folder or sys.path
     path/to/script.py          a whole script (only where the caller allows it)
+
+Worker processes import the user's module by the same name (:func:`import_target`):
+multiprocessing's spawn (ParallelEnv, multi-process collectors) copies sys.path, and
+PYTHONPATH carries the folders to processes that only inherit the environment (Ray's
+workers, started by ``ray.init()`` after the load). ``_worker_imports.unimportable_in_workers``
+says what a worker would still fail to import.
 
 Anything that stops the target from being imported (no such file, a folder, unreadable
 or binary file, a syntax error, an exception at import, a missing attribute) exits 2
@@ -18,12 +24,20 @@ its exceptions are the user's faults, reported as check failures.
 from __future__ import annotations
 
 import ast
+import atexit
 import contextlib
 import difflib
+import hashlib
 import importlib
+import importlib.machinery
 import importlib.util
+import keyword
+import os
+import re
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import traceback
 from dataclasses import dataclass
@@ -34,7 +48,7 @@ _BUNDLE = Path(__file__).resolve().parent.parent
 
 
 def _cannot_run(reason: str, fix: str = ""):
-    from skill_report import cannot_run
+    from _base import cannot_run
 
     cannot_run(reason, fix)
 
@@ -197,16 +211,73 @@ def _cwd_on_path() -> Iterator[None]:
             sys.path.remove(cwd)
 
 
+def _for_workers(folder: str, *, first: bool) -> None:
+    """Put ``folder`` on sys.path (first, as Python does for a script's folder, or last) and
+    on PYTHONPATH, so that worker processes find what this process imports from it."""
+    if folder not in sys.path:
+        sys.path.insert(0, folder) if first else sys.path.append(folder)
+    parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if folder not in parts:
+        os.environ["PYTHONPATH"] = os.pathsep.join([folder, *parts] if first else [*parts, folder])
+
+
+def _finds(name: str, path: Path) -> bool:
+    """True when ``name`` is free for the file ``path``: a fresh interpreter with this
+    sys.path imports it from ``path``, and no other module holds that name (this process's
+    modules, the standard library, another folder on sys.path), so that loading the file
+    under it hides nothing the checker or torch import."""
+    if not name.isidentifier() or keyword.iskeyword(name) or name in sys.stdlib_module_names:
+        return False
+    if importlib.machinery.FrozenImporter.find_spec(name) is not None:
+        return False
+    loaded = getattr(sys.modules.get(name), "__file__", None)
+    if name in sys.modules and (loaded is None or Path(loaded).resolve() != path):
+        return False
+    spec = importlib.machinery.PathFinder.find_spec(name, sys.path)
+    if spec is None or spec.origin is None or Path(spec.origin).resolve() != path:
+        return False
+    others = [p for p in sys.path if Path(p or ".").resolve() != path.parent]
+    return importlib.machinery.PathFinder.find_spec(name, others) is None
+
+
+_SHIM = '''"""Written by torchrl-skill's user-code loader: the user's {path!r} under this importable name,
+for worker processes that unpickle what it defines. Removed when the checker exits."""
+__file__ = {path!r}
+with open(__file__, "rb") as _source:
+    exec(compile(_source.read(), __file__, "exec"))
+del _source
+'''
+_SHIMS: list[Path] = []  # the one temporary folder of shims, created on first use
+
+
+def _shim_name(path: Path) -> str:
+    """An importable alias for a file whose stem is no free module name (``my-env.py``, a
+    ``json.py`` while the standard json is loaded): a shim module in a temporary folder that
+    executes the file, so workers get the same functions under the same name."""
+    digest = hashlib.sha1(str(path).encode()).hexdigest()[:8]
+    stem = re.sub(r"\W", "_", path.stem)
+    name = f"_user_{stem}_{digest}"
+    if not _SHIMS:
+        _SHIMS.append(Path(tempfile.mkdtemp(prefix="torchrl_skill_user_code_")))
+        atexit.register(shutil.rmtree, _SHIMS[0], True)
+    _for_workers(str(_SHIMS[0]), first=False)  # again each time: a caller may have pruned sys.path
+    (_SHIMS[0] / f"{name}.py").write_text(_SHIM.format(path=str(path)))
+    importlib.invalidate_caches()
+    return name
+
+
 def import_target(target: Target):
-    """Import the target's module and return it. A file is imported under a private name
-    with its folder on sys.path (so sibling imports work); a module name is imported with
-    the current folder on sys.path. An exception at import exits 2 naming the line."""
+    """Import the target's module and return it.
+
+    A file is imported under its stem (``envs.py`` -> ``envs``), its folder first on
+    sys.path and on PYTHONPATH (sibling imports work, and worker processes import it by
+    that name); a stem that is no free module name gets a shim alias (:func:`_shim_name`).
+    A module name is imported with the current folder on sys.path and PYTHONPATH (kept
+    there for the workers). An exception at import exits 2 naming the line."""
     try:
         if target.path is not None and target.module is None:
-            folder = str(target.path.parent)
-            if folder not in sys.path:
-                sys.path.insert(0, folder)
-            name = f"_user_{target.path.stem}_{abs(hash(str(target.path))) % 10**8}"
+            _for_workers(str(target.path.parent), first=True)
+            name = target.path.stem if _finds(target.path.stem, target.path) else _shim_name(target.path)
             if name in sys.modules:
                 return sys.modules[name]
             spec = importlib.util.spec_from_file_location(name, target.path)
@@ -218,8 +289,13 @@ def import_target(target: Target):
                 sys.modules.pop(name, None)
                 raise
             return module
+        cwd = str(Path.cwd())
         with _cwd_on_path():
-            return importlib.import_module(target.module)
+            module = importlib.import_module(target.module)
+        origin = getattr(module, "__file__", None)
+        if origin and Path(origin).resolve().is_relative_to(Path(cwd).resolve()):
+            _for_workers(cwd, first=True)
+        return module
     except (KeyboardInterrupt, TimeLimitExceeded):
         raise
     except SystemExit as err:
@@ -230,7 +306,7 @@ def import_target(target: Target):
             "move the script's top-level work under if __name__ == \"__main__\":",
         )
     except BaseException as err:
-        from skill_report import first_line
+        from _base import first_line
 
         _cannot_run(
             f"importing {target.label.split(':')[0]} raised {first_line(err, 200)} (at {error_site(err)})",
@@ -260,6 +336,6 @@ def call_user(fn, what: str, *args, **kwargs):
     except SystemExit as err:
         if type(err).__name__ == "CannotRun":
             raise
-        from skill_report import CheckFailed
+        from _base import CheckFailed
 
         raise CheckFailed(f"{what} called sys.exit({err.code!r}) (at {error_site(err)}); return a value instead") from None

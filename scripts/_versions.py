@@ -14,10 +14,12 @@ Three generated or curated sources, each read here only:
   release's compiled extension was measured to load with, for check_torchrl_env.py
   (:func:`extension_torch`, :func:`torch_fix`).
 
-``explain.py NAME`` adds :func:`name_notes` (what NAME is called or where it lives in the
-newest line, the fixes to it the installed release lacks); ``explain.py --error`` adds
-:func:`error_answers` (fixes that changed or removed that message). ``scan_api_drift.py
---to`` plans a migration with :func:`rows_between` and :func:`fixes_between`.
+``explain.py NAME`` reads :func:`fixes_for` (``_explain/notes.py``: what NAME is called or
+where it lives in the newest line, the fixes to it the installed release lacks) and
+``explain.py --error`` reads :func:`upstream` (``_explain/errors.py``: fixes that changed or
+removed that message); a check that needs what an older release lacks is a skip through
+:func:`missing_feature`. ``scan_api_drift.py --to`` plans a migration with
+:func:`rows_between` and :func:`fixes_between`.
 benchmarks/version_matrix.py runs :func:`check_rows` and :func:`proof_nodes` on each line.
 """
 
@@ -37,7 +39,6 @@ ROOT = Path(__file__).resolve().parent.parent
 API_CHANGES_PATH = ROOT / "sub-skills" / "development-and-testing" / "scripts" / "api_changes.json"
 UPSTREAM_PATH = Path(__file__).resolve().parent / "upstream_index.json"
 API_PAGE = "sub-skills/development-and-testing/references/api-changes.md"
-SHOWN_FIXES = 8  # fixes listed by number in one note; the rest are counted
 
 
 def newest_line() -> str:
@@ -130,48 +131,7 @@ def torch_fix(torchrl_version: str) -> str:
     return f"pip install 'torch=={minor(newest)}.*'"
 
 
-# ---------------------------------------------------------------------------- explain NAME
-def rename_notes(name: str, installed: str) -> list[str]:
-    """Rows of the API-changes table for ``name`` that the installed release still has and
-    the newest line changed (renamed, removed or deprecated after ``installed``)."""
-    top, out = _top(name), []
-    for section in ("names", "deprecated"):
-        for row in api_changes()[section]:
-            if row["old"].rsplit(".", 1)[-1] != top:
-                continue
-            gone = row.get("removed_in")
-            if gone and not after(gone, installed):
-                continue  # already gone here: explain's "renamed or removed" row says so
-            when = f"removed in {gone}" if gone else f"deprecated in {row.get('deprecated_in')}, still works"
-            out.append(f"in torchrl {newest_line()}: {row.get('new') or '(no replacement)'} ({row['old']} {when}) "
-                       f"[{API_PAGE}]")
-    for row in api_changes()["kwargs"]:
-        if row["callable"].rsplit(".", 1)[-1] == top and after(row.get("removed_in"), installed) and row.get("removed_in"):
-            new = f"{row['new']}=" if row.get("new") else "drop it"
-            out.append(f"in torchrl {newest_line()}: keyword {row['old']}= -> {new} (removed in {row['removed_in']}) [{API_PAGE}]")
-    return out
-
-
-def export_notes(name: str, installed: str) -> list[str]:
-    """Where the newest line's public packages export ``name``, when that differs here."""
-    top = _top(name)
-    where = upstream()["exports"].get(top)
-    here_line, newest = line_of(installed), newest_line()
-    if not where or here_line == newest:
-        return []
-    there = sorted(p for p, lines in where.items() if newest in lines)
-    here = sorted(p for p, lines in where.items() if here_line in lines)
-    if there and not here:
-        first = min((ln for lines in where.values() for ln in lines), key=_release)
-        return [f"added in torchrl {first}: the installed {installed} lacks it; after upgrading, from {there[0]} import {top}"]
-    if here and not there:
-        return [f"not exported by any public torchrl package in {newest} (here from {', '.join(here)}); "
-                f"see the API-changes table before upgrading [{API_PAGE}]"]
-    if there != here:
-        return [f"in torchrl {newest} exported from {', '.join(there)} (here from {', '.join(here)})"]
-    return []
-
-
+# ---------------------------------------------------------------------------- fixes a release lacks
 def fixes_for(name: str, installed: str, upto: str | None = None) -> list[dict]:
     """Fixes (upstream_index.json) touching ``name`` that ``installed`` lacks, up to release
     ``upto`` (None: all, including those in no release yet). A class matches the fixes to
@@ -189,37 +149,6 @@ def fixes_for(name: str, installed: str, upto: str | None = None) -> list[dict]:
         out.append(fix)
     return out
 
-
-def fixes_line(fixes: list[dict], what: str, installed: str) -> str:
-    """One note naming the fixes by PR number and first release."""
-    newest = newest_release()
-    shown = [f"pytorch/rl#{f['pr']} ({f['first'] or 'on main, in no release up to ' + (newest or '?')})"
-             for f in fixes[:SHOWN_FIXES]]
-    more = f" and {len(fixes) - SHOWN_FIXES} more" if len(fixes) > SHOWN_FIXES else ""
-    built = upstream()["built_from"].get("commit", "")[:12]
-    released = newest and any(f.get("first") for f in fixes)
-    return (f"{len(fixes)} bug fix(es) to {what} that torchrl {installed} lacks: {', '.join(shown)}{more}"
-            + (f"; torchrl {newest} has those with a release" if released else "")
-            + f" (scripts/upstream_index.json, pytorch/rl at {built})")
-
-
-def name_notes(name: str, versions: dict) -> list[str]:
-    """explain.py's version notes for NAME on the installed torchrl: on an older line what
-    it is called or where it lives in the newest line; on any release the fixes to it that
-    release lacks. Empty on the newest release with nothing to add."""
-    installed = versions.get("torchrl")
-    if not installed or ":" in name:  # a class of the user's own code: nothing upstream to say
-        return []
-    if after(line_of(installed), newest_line()):  # newer than anything the data knows: nothing to say
-        return []
-    notes = []
-    if line_of(installed) != newest_line():
-        renamed = rename_notes(name, installed)
-        notes += renamed or export_notes(name, installed)  # a rename row already says where it went
-    fixes = fixes_for(name, installed)
-    if fixes:
-        notes.append(fixes_line(fixes, _member(name), installed))
-    return notes
 
 
 def _member_added(cls_name: str, member: str, section: str = "members_added") -> str | None:
@@ -286,38 +215,6 @@ def missing_feature(err: BaseException, installed: str | None = None) -> str | N
     release = newest_release() or newest
     return (f"not run: torchrl {installed} has no {what} (added in torchrl {since}); "
             f"to run this check: pip install torchrl=={release} with its tensordict and torch")
-
-
-# ---------------------------------------------------------------------------- explain --error
-def _template_regex(message: str) -> re.Pattern | None:
-    parts = [re.escape(p) for p in message.split("{}")]
-    if sum(len(p) for p in message.split("{}")) < 12:
-        return None
-    return re.compile(r".{0,200}?".join(parts).replace(r"\ ", r"\s+"))
-
-
-def error_answers(text: str, versions: dict) -> list[tuple[str, list[str]]]:
-    """``(row name, lines)`` per fix that changed or removed a message occurring in ``text``
-    and that the installed torchrl lacks (upstream_index.json ``removed``)."""
-    installed = versions.get("torchrl")
-    if not installed or after(line_of(installed), newest_line()):
-        return []
-    flat = " ".join(text.split())
-    out = []
-    for fix in upstream()["fixes"]:
-        if not after(fix.get("first"), installed):
-            continue
-        for message in fix.get("removed", []):
-            pattern = _template_regex(message)
-            if pattern is not None and pattern.search(flat):
-                where = ", ".join(fix.get("names", [])[:4] or fix.get("modules", [])[:2])
-                lines = [f"pytorch/rl#{fix['pr']} changed or removed this message (first in torchrl "
-                         f"{fix['first'] or 'no release yet'}; torchrl {installed} lacks it)",
-                         f"   touched: {where}" if where else "   touched: (no public name)",
-                         f"   message as it was: {message[:200]}"]
-                out.append((f"upstream:fix-{fix['pr']}", lines))
-                break
-    return out[:5]
 
 
 # ---------------------------------------------------------------------------- scan --to

@@ -4,13 +4,20 @@ TARGET is a training script run as __main__ (train.py, its own arguments after -
 file.py:function / package.module:function called with no arguments. It runs in a child
 process whose torchrl and torch are instrumented before the target's imports run; the run
 stops at --seconds (default 60), at --max-frames collected frames, or when the target
-ends. Each detector prints one row: PASS with what it measured, FAIL with the evidence,
-the cause and the fix, SKIP when the component is not used (or "not measured" when the
-auditor's own probe raised on it); info rows (never a fault) give the update-to-data ratio,
-the frames per second and observation features of very different scales. The target's stdout/stderr go to a log
-(--log FILE keeps a copy); nothing is written in your project. Multi-process collectors
-and ParallelEnv workers are not instrumented: the run row says which detectors saw only
-the main process. Without TARGET it audits the bundled known-good example
+ends; without --max-frames it stops as soon as training started and every detector that
+saw its component has its verdict. Each detector prints one row: PASS with what it
+measured (on at least its minimum evidence), FAIL with the evidence, the file and line,
+the cause and the fix, SKIP when the component is not used, or when the run ended short of
+the detector's minimum evidence (it says how much it saw), or "not measured" when the
+auditor's own probe raised on it; effect monitors name a fault by what it does (what the
+env receives, log-probs, gradients, values, rewards); info rows (never a fault) give the
+update-to-data ratio, the frames per second and observation features of very different
+scales. A run in which no optimizer stepped (it ended inside init_random_frames, or never
+trains) audited nothing about training: its training row says what budget to ask for, and
+the exit code is 5. The target's stdout/stderr go to a log (--log FILE keeps a copy);
+nothing is written in your project. Worker processes (ParallelEnv, multi-process
+collectors) are instrumented too and their events merged into the rows; the run row counts
+them and names any it could not instrument. Without TARGET it audits the bundled known-good example
 (sub-skills/development-and-testing/assets/modern_example.py). What each row measures:
 references/run-time-audit.md.
 """
@@ -25,19 +32,25 @@ import importlib  # noqa: E402
 
 import skill_report as sr  # noqa: E402
 from _audit import DETECTORS, INFO  # noqa: E402
+from _audit import worker_reports as _workers  # noqa: E402
 
 EXAMPLE = (
-    "python $SKILL_DIR/scripts/audit_run.py train.py --max-frames 2000 -- --lr 3e-4\n"
-    "  python $SKILL_DIR/scripts/audit_run.py my_project/train.py:main --seconds 120 --json"
+    "python $SKILL_DIR/scripts/audit_run.py train.py -- --lr 3e-4\n"
+    "  python $SKILL_DIR/scripts/audit_run.py my_project/train.py:main --max-frames 30000 --seconds 120 --json"
 )
 DEFAULT_TARGET = sr.BUNDLE_ROOT / "sub-skills" / "development-and-testing" / "assets" / "modern_example.py"
 MODULES = [importlib.import_module(f"_audit.{name}") for name in DETECTORS]
 INFO_MODULES = [importlib.import_module(f"_audit.{name}") for name in INFO]
-WORKER_BLIND = "transforms, vector-autoreset and identical-workers (first resets) saw only the main process"
+WORKER_BLIND = "the rows saw only the processes that were instrumented"
+
+
+EXIT_5_HELP = ("  5    nothing audited: no check failed, but no optimizer stepped (the training row\n"
+               "       says what budget to ask for)\n")
 
 
 def build_parser():
     parser = sr.make_parser(__doc__, EXAMPLE)
+    parser.epilog = parser.epilog.replace("  130 ", EXIT_5_HELP + "  130 ")
     parser.usage = "%(prog)s [--seconds S] [--max-frames N] [--log FILE] [--json] [TARGET] [-- SCRIPT_ARGS ...]"
     parser.add_argument("target", nargs="?", metavar="TARGET", help="train.py, file.py:function or package.module:function (default: the bundled known-good example)")
     parser.add_argument("--seconds", type=sr.number_above(0.0), default=60.0, help="stop the run after this many seconds (default: 60)")
@@ -98,10 +111,14 @@ def check_run(args):
     if not observed:
         sr.cannot_run(f"the audited process ended without reporting (last output: {_tail(outcome.log)})", "run the target alone to check it starts")
     meta, end = observed["meta"], observed["end"]
+    _workers.merge(observed, MODULES + INFO_MODULES)
     _refuse(target.label, end, meta, outcome, args.seconds)
     observed["outcome"] = {"log_tail": _tail(outcome.log), "lines": len(outcome.log.splitlines()), "leftovers": outcome.leftovers,
                            "killed": outcome.killed, "label": target.label, "seconds": args.seconds}
     notes = [f"built {', '.join(meta['built'][:3])}"]
+    if end.get("reason") == "verdicts":
+        notes.insert(0, "stopped as soon as every detector that saw its component had its verdict (see exit)")
+    notes += _workers.notes(meta)
     if meta["workers"]:
         notes.append(f"not instrumented: workers of {', '.join(meta['workers'])} ({WORKER_BLIND})")
     owned = {m.__name__ for m in MODULES + INFO_MODULES}
@@ -131,6 +148,11 @@ def check_exit(observed):
     if how == "finished" and left:
         raise sr.CheckFailed(f"finished but left {len(left)} processes running ({', '.join(left[:4])}; stopped by the auditor): "
                              "a plain run waits for them at exit; fix: call collector.shutdown() and env.close() in a finally block")
+    if how == "budget" and end.get("reason") == "verdicts":
+        done = meta.get("verdicts_in") or {}
+        return (f"stopped once every detector that saw its component had its verdict ({', '.join(done.get('rows', [])) or '?'}; at "
+                f"{done.get('frames', meta['frames'])} frames, {done.get('s', 0):.1f} s), after {meta['frames']} frames, {meta.get('elapsed_s', 0):.1f} s; "
+                "components first used later (an evaluation every N frames) were not seen: --max-frames N runs to N frames")
     if how == "budget":
         return f"stopped at the budget ({end.get('reason')}) after {meta['frames']} frames, {meta.get('elapsed_s', 0):.1f} s"
     return f"{how} after {meta.get('elapsed_s', 0):.1f} s"
@@ -151,6 +173,8 @@ def detector_check(module):
     not measure."""
     def judge(observed):
         errors = _probe_errors(observed, module)
+        if module.NAME == "training":
+            return _judge_training(module, observed, errors)
         if not errors:
             return module.judge(observed)
         try:
@@ -164,6 +188,16 @@ def detector_check(module):
     judge.__name__ = f"judge_{module.NAME.replace('-', '_')}"
     judge.__doc__ = module.__doc__
     return judge
+
+
+def _judge_training(module, observed, errors):
+    """The training row: a run that trained nothing is noted in ``observed`` (exit 5)."""
+    try:
+        detail = module.judge(observed)
+    except module.NothingTrained as err:
+        observed["nothing_trained"] = str(err)
+        raise sr.CheckSkipped(f"{err}{'; partly not measured: ' + errors if errors else ''}") from None
+    return f"{detail}; partly not measured: {errors}" if errors else detail
 
 
 def info_frames_per_second(observed):
@@ -188,7 +222,8 @@ CHECKS = [
 
 
 def run_checks(args, report):
-    sr.run_declared(CHECKS, report, args=args)
+    done = sr.run_declared(CHECKS, report, args=args)
+    report.nothing_audited = (done.get("observed") or {}).get("nothing_trained")
 
 
 def main(argv=None):

@@ -10,8 +10,12 @@ and gamma/lambda; a transform: whether it acts on step output, reset output, act
 a collector, storage, buffer, env, module or estimator: what users get wrong), and the
 bundle's notes on it (renames, error-index entries) with a link to the reference.
 With --error TEXT (or --error-file FILE, - for stdin) it prints the error-index entries
-matching the message, best first: cause, fix, and the command that verifies the fix;
-first, when the message names a torchrl/tensordict object (``'X' object has no attribute
+the text confirms, best first: cause, fix, and the command that verifies the fix. A
+message torch, tensordict or Python raises for many callers (a shape, dtype, device or
+batch-size mismatch) confirms no entry alone: its entries are listed as candidates, each
+with the traceback frame that tells it apart; given a whole traceback, the torchrl or
+tensordict function that raised (and your line that called it) is explained and ranks
+the entries. First, when the message names a torchrl/tensordict object (``'X' object has no attribute
 'y'``, ``X.__init__() got an unexpected keyword argument 'k'``), X's live attributes or
 signature closest to y/k and the bundle's rename rows for them. A name no public module
 exports (``ContinuousBox``) is found in the submodule that defines it.
@@ -27,7 +31,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import skill_report as sr  # noqa: E402
-import _versions  # noqa: E402  (version notes: the name in the newest line, fixes this release lacks)
 
 EXAMPLE = (
     "python $SKILL_DIR/scripts/explain.py ClipPPOLoss ReplayBuffer.extend torchrl.envs.TransformedEnv\n"
@@ -36,10 +39,16 @@ EXAMPLE = (
 )
 EXIT_CODES = (
     "exit codes:\n"
-    "  0    every NAME was explained, or the error text matched an entry or names a\n"
-    "       torchrl/tensordict object explain answers for (a missing attribute or keyword)\n"
+    "  0    every NAME was explained (a NAME whose module needs an optional dependency\n"
+    "       that is not installed is a MISSING row naming it), or the error text confirms\n"
+    "       an entry (a distinctive text, or a traceback frame the entry names), is a\n"
+    "       traceback through torchrl/tensordict (the function that raised is explained) or\n"
+    "       names a torchrl/tensordict object explain answers for\n"
     "  1    a NAME is not in the installed library, or nothing answers the error text\n"
-    "       (its row names the closest public names or entries)\n"
+    "       (its row names the closest public names or entries), or the text is a generic\n"
+    "       message (torch, tensordict or Python raise it for many callers) that no traceback\n"
+    "       frame confirms: its candidate causes are SKIP rows, each naming the frame that\n"
+    "       tells it apart (pass the whole traceback)\n"
     "  2    cannot run: an empty or malformed NAME, an --error-file that does not exist or\n"
     "       cannot be read, a file.py:ClassName that cannot be imported, or torch/tensordict/\n"
     "       torchrl missing (any torchrl version is explained; one line on stderr)\n"
@@ -86,7 +95,7 @@ def error_text(args) -> str | None:
 
 def checked_names(args) -> list[str]:
     """The NAMEs, each validated (exit 2 on an empty or malformed one)."""
-    from _explain_names import BadName, check_name
+    from _explain.names import BadName, check_name
 
     names = args.names or DEFAULT_NAMES
     try:
@@ -125,20 +134,25 @@ def version_note(versions: dict) -> str:
 
 
 # ---------------------------------------------------------------------------- names
-def explain_lines(name: str, versions: dict) -> tuple[bool, list[str]]:
-    """``(found, lines)`` for one NAME: the full explanation, or why it was not found."""
-    import _explain_facts as fx
-    from _explain_kinds import kind_facts
-    from _explain_names import Found, resolve
-    from _explain_notes import notes_for, rename_line
+def explain_lines(name: str, versions: dict) -> tuple[bool | None, list[str]]:
+    """``(found, lines)`` for one NAME: the full explanation, or why it was not found.
+    ``found`` is None for a public name whose module needs an optional dependency that
+    is not installed here (the line says which, and how to install it)."""
+    from _explain import facts as fx
+    from _explain.kinds import kind_facts
+    from _explain.llm import llm_facts
+    from _explain.names import Found, NeedsBackend, resolve
+    from _explain.notes import notes_for, rename_line, version_notes
 
     hit = resolve(name)
+    if isinstance(hit, NeedsBackend):
+        return (None if not hit.installed else False), [hit.line()]
     if not isinstance(hit, Found):
         lines = [f"{name}: not in torchrl {versions.get('torchrl')} / tensordict {versions.get('tensordict')}"
                  + (f" ({hit.reason})" if hit.reason else "")]
         lines += fx.wrap("closest public names", ", ".join(hit.closest) or "none")
         lines += [ln for row in hit.renames for ln in fx.wrap("renamed or removed", rename_line(row))]
-        lines += [ln for note in _versions.name_notes(name, versions) for ln in fx.wrap("version", note)]
+        lines += [ln for note in version_notes(name, versions) for ln in fx.wrap("version", note)]
         return False, lines
     obj, kind = hit.obj, fx.kind_of(hit.obj)
     user = ":" in hit.asked
@@ -169,11 +183,12 @@ def explain_lines(name: str, versions: dict) -> tuple[bool, list[str]]:
         lines += fx.wrap("its module uses the optional", backend)
     try:
         facts = kind_facts(obj, kind)
+        facts += llm_facts(obj)  # LLM losses/wrappers: which mode writes each key
     except Exception as err:  # a fact that cannot be measured here is said, not crashed on
         facts = [f"facts not measured: {type(err).__name__}: {str(err).splitlines()[0][:160] if str(err) else ''}"]
     for fact in facts:
         lines += fx.wrap("fact", fact)
-    for note in notes_for(hit.asked, obj) + _versions.name_notes(hit.asked, versions):
+    for note in notes_for(hit.asked, obj) + version_notes(hit.asked, versions):
         lines += fx.wrap("note", note)
     return True, lines
 
@@ -195,9 +210,11 @@ def check_name(name: str, versions: dict, json_mode: bool):
 
     def run():
         found, lines = explain_lines(name, versions)
+        detail = json_detail(lines) if json_mode else lines[0]
+        if found is None:  # an optional dependency absent: a MISSING row, never "not in torchrl"
+            raise sr.BackendMissing(detail)
         if not json_mode:
             print("\n".join(lines))
-        detail = json_detail(lines) if json_mode else lines[0]
         if not found:
             raise sr.CheckFailed(detail)
         return detail
@@ -206,10 +223,9 @@ def check_name(name: str, versions: dict, json_mode: bool):
 
 
 # ---------------------------------------------------------------------------- errors
-def error_lines(entry, score: float, matched: str) -> list[str]:
-    import _explain_facts as fx
+def error_lines(entry, score: float, how: str) -> list[str]:
+    from _explain import facts as fx
 
-    how = "near miss (similar words)" if score < 50 else f"matched {matched!r}"
     lines = [f"{entry.title}  [{entry.page}#{entry.anchor}]"]
     lines += fx.wrap("match", f"{how}, score {score:g}")
     for label in ("cause", "fix", "verify", "versions"):
@@ -217,35 +233,54 @@ def error_lines(entry, score: float, matched: str) -> list[str]:
     return lines
 
 
-def run_error(text: str, args, report: sr.Report) -> None:
-    """Rows for an error text: first the answer derived from the installed library when the
-    text names a torchrl/tensordict object (``_explain_errors``), then the index entries
-    that match. With no entry, ``error:no-match`` fails unless a derived answer was given
-    (then it is a skip: the derived rows are the answer)."""
-    import _error_index as ei
-    from _explain_errors import derived
+def _row(report: sr.Report, name: str, status: str, lines: list[str]) -> None:
+    if not report.json_mode:
+        print("\n".join(lines))
+    report.add(name, status, json_detail(lines) if report.json_mode else lines[0])
 
-    answers = derived(text) + _versions.error_answers(text, report.versions or sr.stack_versions())
+
+def run_error(text: str, args, report: sr.Report) -> None:
+    """Rows for an error text: first the answers derived from the installed library (the
+    function that raised, for a traceback through torchrl/tensordict; a torchrl object the
+    message names: ``_explain/errors.py``), then the index entries the text confirms
+    (``_explain/tracebacks.py``: a distinctive signature or pattern, or a frame the entry
+    names) as PASS rows. A message torch, tensordict or Python raises for many callers
+    confirms nothing by itself: its entries are ``candidate:`` SKIP rows, each with the
+    frame that tells it apart, and ``error:unconfirmed`` fails (a skip when a derived
+    answer was given). With no entry at all, ``error:no-match`` fails (a skip after a
+    derived answer) and names the near misses."""
+    import _error_index as ei
+    from _explain.errors import derived, fix_answers
+    from _explain.tracebacks import answer
+
+    answers = derived(text) + fix_answers(text, report.versions or sr.stack_versions())
     for name, lines in answers:
-        if not report.json_mode:
-            print("\n".join(lines))
-        report.add(name, "pass", json_detail(lines) if report.json_mode else lines[0])
-    hits = ei.match(text, limit=args.limit)
-    if not hits or hits[0][0] < 50:
-        close = "; ".join(f"{e.short or e.title} [{e.page}#{e.anchor}]" for _, e, _ in hits)
-        last = ei.last_error_line(text)
-        hint = ("The row above is read from the installed library" if answers else
-                "Read the last exception line of the traceback and run explain.py on the names it mentions")
-        report.add("error:no-match", "skip" if answers else "fail",
-                   f"no error-index entry matches {last[:160]!r}" + (f"; nearest: {close}" if close else "") + f". {hint}")
+        _row(report, name, "pass", lines)
+    hits, trace = answer(text)
+    confirmed = [h for h in hits if h.confirmed]
+    last = ei.last_error_line(text)
+    for hit in confirmed[: args.limit]:
+        _row(report, f"error:{hit.entry.id}", "pass", error_lines(hit.entry, hit.score, hit.evidence))
+    if confirmed:
         return
-    for score, entry, matched in hits:
-        if score < 50:
-            continue
-        lines = error_lines(entry, score, matched)
-        if not report.json_mode:
-            print("\n".join(lines))
-        report.add(f"error:{entry.id}", "pass", json_detail(lines) if report.json_mode else lines[0])
+    if hits:
+        for hit in hits[: args.limit]:
+            lines = error_lines(hit.entry, hit.score, f"candidate, not confirmed: {hit.evidence}")
+            _row(report, f"candidate:{hit.entry.id}", "skip", lines)
+        generic = next((g for g in ei.generic_messages() if " ".join(g.text.split()) in " ".join(last.split())), None)
+        source = f" ({generic.raised_by} raises it for many callers)" if generic else ""
+        how = ("the traceback passes through none of their frames: the row above names the function that raised"
+               if any(f.library for f in trace) else
+               "pass the whole traceback (--error-file traceback.txt): the frame that raised tells them apart")
+        report.add("error:unconfirmed", "skip" if answers else "fail",
+                   f"{last[:160]!r} is a generic message{source}: {len(hits)} candidate cause(s), none confirmed; {how}")
+        return
+    near = ei.match(text, limit=args.limit)
+    close = "; ".join(f"{e.short or e.title} [{e.page}#{e.anchor}]" for _, e, _ in near)
+    hint = ("The row above is read from the installed library" if answers else
+            "Read the last exception line of the traceback and run explain.py on the names it mentions")
+    report.add("error:no-match", "skip" if answers else "fail",
+               f"no error-index entry matches {last[:160]!r}" + (f"; nearest: {close}" if close else "") + f". {hint}")
 
 
 # ---------------------------------------------------------------------------- main
@@ -275,7 +310,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    import _explain_names
+    from _explain import names as _names
 
-    _explain_names.HIDE = True  # a fresh interpreter: keep Ray/vLLM/SGLang out (see _explain_names)
+    _names.HIDE = True  # a fresh interpreter: keep Ray/vLLM/SGLang out (see _explain/names.py)
     sr.main_guard(main)

@@ -51,72 +51,20 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 # Sibling modules (scripts put this folder on sys.path); their public names are part of
-# this helper's API, so scripts reach everything as ``sr.<name>``.
+# this helper's API, so scripts reach everything as ``sr.<name>``. They import from _base,
+# never from here.
 import _user_code  # noqa: E402
+from _base import (  # noqa: E402,F401
+    AREAS, BUNDLE_ROOT, EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_INTERRUPTED, EXIT_NOTHING_AUDITED, EXIT_OK, BackendMissing, CannotRun, CheckFailed,
+    CheckSkipped, cannot_run, first_line, next_key, one_line,
+)
 from _cli import EXIT_CODES_HELP, add_device_flag, add_timeout_flag, int_at_least, make_parser, number_above  # noqa: E402,F401
 from _processes import child_processes, leftover_processes  # noqa: E402,F401
 from _stack import SUPPORTED, VERIFIED, installed_version, plain_torchrl_logs, require_stack, stack_versions  # noqa: E402,F401
 from _stack import _release, bundle_text, clear_bundle_text, line_of, stack_lines, stack_note, take_unverified_mark  # noqa: E402,F401
 
 SCHEMA_ID = "torchrl-skill.report/1"
-# Where scripts live: "root" (scripts/) and the six sub-skills (sub-skills/<name>/scripts/).
-AREAS = (
-    "root",
-    "envs-and-transforms",
-    "collectors-and-replay",
-    "modules-and-policies",
-    "objectives-and-training",
-    "llm-vla-and-services",
-    "development-and-testing",
-)
-BUNDLE_ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_PATH = BUNDLE_ROOT / "scripts" / "report.schema.json"
-
-EXIT_OK = 0
-EXIT_FAIL = 1
-EXIT_CANNOT_RUN = 2
-EXIT_INTERRUPTED = 130  # the shell's code for a SIGINT death (128 + 2)
-
-
-class CheckFailed(Exception):
-    """Raise inside a check: the check ran and found a fault (status ``fail``)."""
-
-
-class CheckSkipped(Exception):
-    """Raise inside a check: it cannot run here or was not asked for (``skip``)."""
-
-
-class BackendMissing(Exception):
-    """Raise inside a check: an optional backend is not installed (``missing``)."""
-
-
-class CannotRun(SystemExit):
-    """Exit 2 with one line on stderr; raised by :func:`cannot_run`."""
-
-
-def one_line(text: str) -> str:
-    """``text`` with every run of whitespace (newlines included) folded to one space."""
-    return " ".join(str(text).split())
-
-
-def first_line(err: BaseException, limit: int = 300) -> str:
-    """``"TypeName: first line of the message"`` (at most ``limit`` characters), never a traceback."""
-    lines = str(err).strip().splitlines()
-    text = f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
-    return text[:limit]
-
-
-def next_key(key: str | tuple) -> tuple:
-    """``("next", *key)``: where EnvBase.step writes an observation, reward or done key."""
-    return ("next", *key) if isinstance(key, tuple) else ("next", key)
-
-
-def cannot_run(reason: str, fix: str = "") -> "CannotRun":
-    """Print ``<script>: error: REASON; fix: FIX`` on stderr and exit 2 (no traceback)."""
-    prog = Path(sys.argv[0]).name or "torchrl-skill"
-    line = f"{prog}: error: {reason}" + (f"; fix: {fix}" if fix else "")
-    print(one_line(line), file=sys.stderr)
-    raise CannotRun(EXIT_CANNOT_RUN)
 
 
 @dataclass
@@ -188,6 +136,9 @@ class Report:
     ``json_mode``: while True, anything a library prints to stdout during a check is sent
     to stderr, so stdout carries the JSON object alone.
     ``timeout``: seconds each check may run (``_user_code.time_limit``); None for no limit.
+    ``nothing_audited``: set by a script whose checks passed on nothing (audit_run.py, when no
+    optimizer stepped): the report is not ok, and without a failed check it exits
+    ``EXIT_NOTHING_AUDITED`` with the summary word ``NOTHING AUDITED``.
     """
 
     script: str
@@ -195,6 +146,7 @@ class Report:
     checks: list[CheckResult] = field(default_factory=list)
     versions: dict | None = None
     timeout: float | None = None
+    nothing_audited: str | None = None
 
     @property
     def script_path(self) -> str:
@@ -297,7 +249,7 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        return self.summary()["fail"] == 0
+        return self.summary()["fail"] == 0 and not self.nothing_audited
 
     def as_dict(self) -> dict:
         """The report object of CONTRIBUTING.md "JSON report" (validated by report.schema.json)."""
@@ -311,18 +263,20 @@ class Report:
         }
 
     def finish(self) -> int:
-        """Print the summary line (or the JSON object) and return the exit code (0 or 1)."""
+        """Print the summary line (or the JSON object) and return the exit code: 0, 1, or
+        ``EXIT_NOTHING_AUDITED`` when ``nothing_audited`` is set and no check failed."""
+        empty = bool(self.nothing_audited) and self.summary()["fail"] == 0
         if self.json_mode:
             sys.stdout.write(json.dumps(self.as_dict()) + "\n")
         else:
             s = self.summary()
-            verdict = "OK" if self.ok else "FAILED"
+            verdict = "OK" if self.ok else ("NOTHING AUDITED" if empty else "FAILED")
             print(
                 f"{verdict}: {s['pass']} pass, {s['fail']} fail, {s['skip']} skip, "
                 f"{s['missing']} missing  [{self.script_path}]"
             )
         sys.stdout.flush()
-        return EXIT_OK if self.ok else EXIT_FAIL
+        return EXIT_OK if self.ok else (EXIT_NOTHING_AUDITED if empty else EXIT_FAIL)
 
 
 def check_params(check: Check) -> list[str]:
@@ -435,7 +389,7 @@ def standard_main(
     """The shared body of every check script's ``main``: parse, probe, check, report.
 
     The all-checks runner (scripts/run_all_checks.py) calls ``build_parser`` and
-    ``run_checks`` itself so that every script runs in one process. A script with a
+    ``run_checks`` itself, in worker processes that each run many scripts. A script with a
     ``--timeout`` flag gets that limit on each of its checks. ``import_torchrl=False``:
     the versions are checked but torchrl is not imported (a script whose work happens in
     a child process, like audit_run.py, saves the import).

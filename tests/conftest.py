@@ -112,14 +112,19 @@ def run_python(args: list[str], timeout: int = 300, cwd: Path | None = None, env
 
 @pytest.fixture(autouse=True)
 def _drop_user_folders_from_sys_path():
-    """Take out of sys.path the folders outside the bundle that a test's in-process run put
+    """Take out of sys.path (and PYTHONPATH) the folders outside the bundle that a test's in-process run put
     there (the user-code loader puts a target's folder first, as Python does for a script),
     so one test's files never shadow modules for the next test or the workers it spawns.
     Bundle folders stay: modules imported from them are cached and may import siblings."""
-    saved = set(sys.path)
+    saved, saved_env = set(sys.path), os.environ.get("PYTHONPATH")
     yield
     bundle = str(BUNDLE)
     sys.path[:] = [p for p in sys.path if p in saved or p == "" or p.startswith(bundle)]
+    # the loader also puts those folders on PYTHONPATH, for worker processes
+    if saved_env is None:
+        os.environ.pop("PYTHONPATH", None)
+    else:
+        os.environ["PYTHONPATH"] = saved_env
 
 
 @pytest.fixture

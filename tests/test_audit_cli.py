@@ -170,7 +170,8 @@ def test_multiprocess_collector_workers_are_named_and_stopped(tmp_path):
     target = str(AUDIT / "multiprocess" / "train.py")
     code, rows, _ = run(target, "--seconds", "240")
     assert code == 0, rows
-    assert "not instrumented: workers of MultiSyncCollector(2 workers)" in rows["run"][1]
+    # its workers are instrumented (tests/test_audit_workers.py): the run row counts them
+    assert "2 of 2 worker processes instrumented (spawn" in rows["run"][1] and "not instrumented" not in rows["run"][1]
     code, rows, _ = run(target, "--seconds", "240", "--", "--no-shutdown")
     assert code == 1
     status, detail = rows["exit"]
@@ -209,3 +210,32 @@ def test_update_to_data_references_name_real_loss_classes():
 
     names = set().union(*(classes for classes, *_ in utd.REFERENCES))
     assert {n for n in names if not hasattr(objectives, n)} == set()
+
+
+@pytest.mark.slow
+def test_without_max_frames_the_run_stops_once_every_verdict_is_in():
+    # a DQN that would collect 100,000 frames: the audit stops once each detector that saw its
+    # component has its verdict, and says so; --max-frames N runs to N frames instead
+    target = str(AUDIT / "mutations" / "target_network.py")
+    code, rows, _ = run(target, "--seconds", "240", "--", "--variant", "soft-never", "--fixed")
+    assert code == 0, rows
+    status, detail = rows["exit"]
+    assert status == "pass" and detail.startswith("stopped once every detector that saw its component had its verdict"), detail
+    assert "target-network" in detail and "exploration" in detail, detail
+    frames = int(rows["run"][1].split(" frames,")[0].rsplit(" ", 1)[1])
+    assert frames < 5000, rows["run"]
+    assert rows["target-network"][0] == "pass" and rows["training"][0] == "pass"
+
+
+def test_a_report_of_nothing_audited_exits_5_unless_a_row_failed(capsys):
+    import skill_report as sr
+
+    report = sr.Report(str(SCRIPT))
+    report.add("training", "skip", "no optimizer stepped in 1000 frames")
+    report.nothing_audited = "no optimizer stepped"
+    assert report.finish() == sr.EXIT_NOTHING_AUDITED == 5 and not report.ok
+    assert capsys.readouterr().out.splitlines()[-1].startswith("NOTHING AUDITED: 0 pass, 0 fail, 1 skip")
+    report.add("exit", "fail", "raised")
+    assert report.finish() == 1
+    assert "exit codes:" in load_module(SCRIPT).build_parser().format_help()
+    assert "  5    nothing audited" in load_module(SCRIPT).build_parser().format_help()

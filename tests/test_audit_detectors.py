@@ -54,9 +54,10 @@ TN = AUDIT / "target_network"
 
 
 @pytest.mark.parametrize("variant, says", [
-    ("never", ["step() never called", "updater.step() after each optimizer.step()"]),
+    ("never", ["step() never called", "updater.step() right after optimizer.step() (at broken.py:51"]),
     ("inside", ["each construction copies the online weights into the target", "equalled the online net"]),
-    ("per-batch", ["HardUpdate(value_network_update_interval=10) is stepped 12 times over 48 optimizer steps", "not every 10"]),
+    ("per-batch", ["HardUpdate(value_network_update_interval=10) is stepped 12 times over 48 optimizer steps", "not every 11",
+                   "called at broken.py:55"]),
 ])
 def test_target_network_fails_broken(variant, says):
     fails(TN / "broken.py", "target-network", "--max-frames", "600", "--", "--variant", variant, says=says)
@@ -116,16 +117,18 @@ def test_time_limit_broken_and_fixed():
 
 
 @pytest.mark.parametrize("variant, says", [
-    ("flatten", ["ran on [[100]] data although the collector produced [[4, 25]]", "before reshape(-1)"]),
-    ("recompute", ["ClipPPOLoss computed advantages itself", "writes 'adv'", "loss.set_keys(advantage='adv')"]),
-    ("slice", ["SliceSampler returned slices that cross trajectories", "ndim=2"]),
+    ("flatten", ["ran at broken.py:56 in ppo on [[100]] data although the collector produced [[4, 25]]", "before reshape(-1)"]),
+    ("recompute", ["ClipPPOLoss (built at broken.py:42 in ppo) computed advantages itself", "called at broken.py:58 in ppo that writes 'adv'",
+                   "loss.set_keys(advantage='adv')"]),
+    ("slice", ["SliceSampler of the buffer built at broken.py:75 in slices returned slices that cross trajectories", "ndim=2"]),
 ])
 def test_batched_layout_fails_broken(variant, says):
     fails(AUDIT / "batched_layout" / "broken.py", "batched-layout", "--max-frames", "400", "--", "--variant", variant, says=says)
 
 
 def test_batched_layout_passes_fixed():
-    passes(AUDIT / "batched_layout" / "fixed.py", "batched-layout", says=["trajectories intact", "slices intact"])
+    # both parts of the script: without --max-frames the run would stop once the first part's verdicts are in
+    passes(AUDIT / "batched_layout" / "fixed.py", "batched-layout", "--max-frames", "100000", says=["trajectories intact", "slices intact"])
 
 
 def test_vector_autoreset_broken_and_fixed():
@@ -137,7 +140,7 @@ def test_vector_autoreset_broken_and_fixed():
 
 def test_identical_workers_broken_and_fixed():
     path = AUDIT / "identical_workers"
-    fails(path / "broken.py", "identical-workers", "--max-frames", "240", says=["only 1 distinct first resets", "env.set_seed(seed)"])
+    fails(path / "broken.py", "identical-workers", "--max-frames", "240", says=["1 distinct first resets for 4 workers", "env.set_seed(seed)"])
     passes(path / "fixed.py", "identical-workers", "--max-frames", "240", says=["4 distinct first resets for 4 workers"])
 
 
@@ -178,14 +181,19 @@ def test_ppo_project_one_run_names_all_four_faults():
     assert failed == {"transforms", "time-limit", "batched-layout", "identical-workers"}, rows
 
 
-@pytest.mark.parametrize("target", [
-    "sub-skills/objectives-and-training/assets/ppo_user_env_wiring.py:build_wiring",
-    "sub-skills/development-and-testing/assets/modern_example.py",
+@pytest.mark.parametrize("target, code, trained", [
+    # a wiring to check, not a training run: no fault, and exit 5 since nothing was trained
+    ("sub-skills/objectives-and-training/assets/ppo_user_env_wiring.py:build_wiring", 5, False),
+    ("sub-skills/development-and-testing/assets/modern_example.py", 0, True),
 ])
-def test_bundled_known_good_recipes_audit_clean(target):
-    code, rows = audit(str(BUNDLE / target))
-    assert code == 0 and not [n for n, (s, _) in rows.items() if s == "fail"], rows
-    assert rows["exploration"][0] == "pass" and rows["batched-layout"][0] == "pass"
+def test_bundled_known_good_recipes_audit_clean(target, code, trained):
+    got, rows = audit(str(BUNDLE / target))
+    assert got == code and not [n for n, (s, _) in rows.items() if s == "fail"], rows
+    assert rows["batched-layout"][0] == "pass"
+    if trained:
+        assert rows["training"][0] == "pass" and rows["optimizer-coverage"][0] == "pass" and rows["exploration"][0] == "pass", rows
+    else:
+        assert rows["training"][0] == "skip" and "no optimizer stepped" in rows["training"][1], rows["training"]
 
 
 PROBE_SHAPES = AUDIT / "probe_shapes" / "train.py"
@@ -197,7 +205,8 @@ def test_probes_measure_scalar_leaves_and_flat_slices_of_ndim2_storage():
     # LazyTensorStorage(ndim=2), flat [64] SliceSampler samples: both rows measure
     args = ("--max-frames", "2000")
     assert "probe" not in row(PROBE_SHAPES, "run", *args)[1]
-    passes(PROBE_SHAPES, "identical-workers", *args, says=["TransformedEnv(SerialEnv): 4 distinct first resets for 4 workers", "Collector: 4 checks of 4 rows x 8 steps, all distinct"])
+    passes(PROBE_SHAPES, "identical-workers", *args, says=["TransformedEnv(SerialEnv) built at train.py:42 in main: 4 distinct first resets for 4 workers",
+                                                           "Collector: 4 checks of 4 rows x 8 steps, all distinct"])
     passes(PROBE_SHAPES, "batched-layout", *args, says=["SliceSampler: ", "slices intact"])
 
 
@@ -232,7 +241,7 @@ def test_a_probe_error_shows_in_its_detectors_row_as_not_measured():
     # a detector with data of its own keeps its verdict and says what it could not measure
     observed["sections"]["identical-workers"] = {"resets": [{"cls": "SerialEnv", "n": 4, "unique": 4, "seeded": True}], "sources": []}
     detail = audit_run.detector_check(module)(observed)
-    assert detail.startswith("SerialEnv: 4 distinct first resets") and "partly not measured: its env_reset probe raised" in detail
+    assert detail.startswith("SerialEnv built at ?: 4 distinct first resets") and "partly not measured: its env_reset probe raised" in detail
     # another detector's row is not touched by it
     other = next(m for m in audit_run.MODULES if m.NAME == "batched-layout")
     with pytest.raises(sr.CheckSkipped, match="no value estimator call"):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import doccheck as dc
+import doccheck_defaults as dd
 import pytest
 from conftest import BUNDLE, SCRIPTS
 
@@ -83,6 +84,11 @@ def test_every_section_proves_itself(md: Path):
 @pytest.mark.parametrize("md", MARKDOWN, ids=md_id)
 def test_inline_names_resolve(md: Path):
     assert dc.check_inline_names(md) == []
+
+
+@pytest.mark.parametrize("md", MARKDOWN, ids=md_id)
+def test_stated_defaults_are_the_live_ones(md: Path):
+    assert dd.check_stated_defaults(md) == []
 
 
 @pytest.mark.parametrize("md", MARKDOWN, ids=md_id)

@@ -49,6 +49,7 @@ BROKEN = [
     ("missing_reset_key", "env:reset-output", "key-missing-from-reset"),
     ("call_only_transform", "env:reset-output", "transform-skips-reset"),
     ("action_mask_multicategorical", "env:reset-output", "action-mask-mismatch"),
+    ("gym_board_flat_action", "env:reset-output", "gym-multidiscrete-flat-action"),
     ("feature_shaped_root", "env:root-spec-shapes", "root-composite-feature-shaped"),
     ("missing_next_key", "env:rollout-next-keys-in-spec", "key-missing-under-next"),
     ("dtype_outside_spec", "env:rollout-next-keys-in-spec", "value-outside-spec"),
@@ -76,7 +77,7 @@ def test_checker_names_cause(name, check, cause):
 
 
 FIXED = [None, "good_env", "gym_wrapper_same_step", "random_terminal", "newcomer_reach_fixed", "call_only_transform_fixed",
-         "action_mask_multicategorical_fixed", "batched_own_seeds", "transformed_pendulum", "transform_overwrites_state_fixed"]
+         "action_mask_multicategorical_fixed", "gym_board_fixed", "batched_own_seeds", "transformed_pendulum", "transform_overwrites_state_fixed"]
 
 
 @pytest.mark.parametrize("target", FIXED)
@@ -123,7 +124,7 @@ def test_reset_output_names_missing_observation_key():
 
 def test_call_only_transform_and_action_mask_are_named():
     for name, cause, seen in [("call_only_transform", "transform-skips-reset", "Shift changes ['observation']"),
-                              ("action_mask_multicategorical", "action-mask-mismatch", "needs (5,)")]:
+                              ("action_mask_multicategorical", "action-mask-mismatch", "it needs (5,)")]:
         with pytest.raises(checker.EnvFault) as info:
             checker.check_reset(build(name))
         assert info.value.cause_id == cause and seen in str(info.value), str(info.value)
@@ -489,7 +490,9 @@ def test_rollout_detail_explains_break_when_any_done():
     assert code == 0
     status, detail = st["env:rollout-next-keys-in-spec"]
     assert status == "pass" and "rollout batch [60]" in detail
-    assert "break_when_any_done=False" in detail and "49" in detail and "break_when_any_done=True" in detail
+    assert "break_when_any_done=False" in detail and "49" in detail and "a plain env.rollout(n)" in detail
+    env = build("newcomer_reach_fixed")  # what the detail and the entry say of a plain rollout
+    assert env.rollout(60).batch_size == (50,) and env.rollout(60, break_when_any_done=False).batch_size == (60,)
 
 
 def _pendulum_rollout(env, steps: int = 5):

@@ -25,6 +25,7 @@ import io
 import json
 import re
 import sys
+import traceback
 import warnings
 from pathlib import Path
 
@@ -32,6 +33,7 @@ import pytest
 from conftest import BUNDLE, run_python
 
 import _error_index as ei
+from _explain.tracebacks import answer
 
 TRIGGERS = BUNDLE / "tests" / "error_triggers"
 ENTRIES = ei.load()
@@ -41,7 +43,7 @@ PROVEN = [e for e in ERRORS if e.proof]
 
 # A fresh interpreter for SUBPROCESS triggers: prints the text as one JSON string.
 RUNNER = """
-import json, runpy, sys, warnings
+import json, runpy, sys, traceback, warnings
 sys.path.insert(0, sys.argv[2])
 warnings.simplefilter("ignore")
 module = runpy.run_path(sys.argv[1])
@@ -49,7 +51,7 @@ try:
     out = module["trigger"]()
     text = out if isinstance(out, str) else None
 except BaseException as err:
-    text = f"{type(err).__name__}: {err}"
+    text = "".join(traceback.format_exception(err))
 print("TRIGGER-TEXT " + json.dumps(text))
 """
 
@@ -70,8 +72,10 @@ def _wants_subprocess(path: Path) -> bool:
 
 
 def trigger_text(path: Path) -> str | None:
-    """The real error text a trigger produces: ``"Type: message"`` of what it raises, or
-    the text it returns (a warning or log line); None when it neither raised nor returned."""
+    """The real error text a trigger produces: the whole traceback of what it raises (its
+    frames confirm an entry whose message is generic: ``_explain/tracebacks.py``), or the
+    text it returns (a warning, a log line, a worker's output); None when it neither raised
+    nor returned."""
     if _wants_subprocess(path):
         proc = run_python(["-c", RUNNER, str(path), str(TRIGGERS)], timeout=600, cwd=TRIGGERS)
         line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("TRIGGER-TEXT ")), None)
@@ -83,7 +87,7 @@ def trigger_text(path: Path) -> str | None:
         try:
             out = module.trigger()
         except Exception as err:
-            return f"{type(err).__name__}: {err}"
+            return "".join(traceback.format_exception(err))
     return out if isinstance(out, str) else None
 
 
@@ -109,12 +113,14 @@ def test_every_error_entry_has_a_trigger_or_a_reason(capsys):
 
 @pytest.mark.parametrize("entry", PROVEN, ids=lambda e: e.id)
 def test_trigger_raises_the_real_error_and_the_index_ranks_it_first(entry):
+    """The real error (its whole traceback) confirms the entry and ranks it first
+    (``_explain/tracebacks.answer``: a distinctive text, or a frame the entry names)."""
     text = trigger_text(BUNDLE / entry.proof)
     assert text, f"{entry.proof} neither raised nor returned the error text"
-    assert _occurs(entry, text), f"no signature or pattern of {entry.id} occurs in the real message: {text[:600]!r}"
-    ranked = ei.match(text)
-    assert ranked and ranked[0][1].id == entry.id, (
-        f"match ranks {[(round(s), e.id) for s, e, _ in ranked[:3]]} for the real message of {entry.id}: {text[:400]!r}")
+    assert _occurs(entry, text), f"no signature or pattern of {entry.id} occurs in the real message: {text[-600:]!r}"
+    hits, _ = answer(text)
+    assert hits and hits[0].entry.id == entry.id and hits[0].confirmed, (
+        f"ranks {[(round(h.score), h.entry.id, h.confirmed) for h in hits[:3]]} for the real error of {entry.id}: {text[-600:]!r}")
 
 
 def _test_exists(node: str) -> bool:
@@ -164,6 +170,8 @@ def test_index_is_well_formed():
     ({"id": "x", "area": "root", "title": "t", "cause": "c", "fix": "f", "verify": "v", "versions": "v", "patterns": ["("]}, "bad pattern"),
     ({"id": "x", "area": "root", "title": "t", "cause": "c", "fix": "f", "verify": "v", "versions": "v", "page": "../x.md"}, "page"),
     ({"id": "x", "area": "root", "title": "t", "cause": "c", "fix": "f", "verify": "v", "versions": "v", "also": ["root"]}, "also"),
+    ({"id": "x", "area": "root", "title": "t", "cause": "c", "fix": "f", "verify": "v", "versions": "v",
+      "frames": ["discrete.py:entropy"]}, "frames"),
 ])
 def test_malformed_entries_are_rejected(bad, why):
     with pytest.raises(ValueError, match=why):
@@ -172,7 +180,7 @@ def test_malformed_entries_are_rejected(bad, why):
 
 def test_entry_names_resolve_in_the_installed_library():
     """``names`` key explain.py's notes: each must be a public name (or member) of torchrl/tensordict."""
-    from _explain_names import Found, resolve
+    from _explain.names import Found, resolve
 
     wrong = [f"{e.id}: {n}" for e in ENTRIES for n in e.names if not isinstance(resolve(n), Found)]
     assert wrong == [], wrong
@@ -320,7 +328,7 @@ def test_a_bad_keyword_or_missing_argument_prints_the_live_signature():
 
 
 def test_objects_outside_torchrl_get_no_derived_answer():
-    import _explain_errors as ee
+    from _explain import errors as ee
 
     assert ee.derived("AttributeError: 'NoneType' object has no attribute 'foo'") == []
     assert ee.derived("TypeError: MyEnv.__init__() got an unexpected keyword argument 'k'") == []
@@ -337,10 +345,13 @@ def test_double_to_float_fix_converts_only_float64_entries():
     """The fix of double-to-float-key-not-float64, run: DoubleToFloat() over Pendulum-v1
     (float32 in GymEnv) converts nothing; over a float64 entry it converts that one only."""
     import torch
-    from _tiny import TinyEnv
     from torchrl.data import Composite, Unbounded
     from torchrl.envs import DoubleToFloat, GymEnv, TransformedEnv
     from torchrl.envs.utils import check_env_specs
+
+    if str(TRIGGERS) not in sys.path:  # _tiny lives with the triggers (alone, no trigger loaded it)
+        sys.path.insert(0, str(TRIGGERS))
+    from _tiny import TinyEnv
 
     assert GymEnv("Pendulum-v1").observation_spec["observation"].dtype == torch.float32
     named = TransformedEnv(GymEnv("Pendulum-v1"), DoubleToFloat(in_keys=["observation"]))

@@ -171,6 +171,30 @@ def test_python_executor_result_keys_and_its_temporary_script(tmp_path, monkeypa
     assert list(tmp_path.iterdir()) == []
 
 
+def test_python_executor_timeout_also_bounds_the_interpreter_start(tmp_path, monkeypatch):
+    """timeout=0.01 is shorter than any interpreter start: the constructor raises and leaves
+    no process; the same service with room to start runs code (the nearest case)."""
+    import tempfile
+
+    import psutil
+    from torchrl.envs.llm.transforms.tools import PythonExecutorService
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    try:
+        with pytest.raises(RuntimeError, match="Process failed to initialize within timeout"):
+            PythonExecutorService(pool_size=1, timeout=0.01)
+    finally:  # the half-built interpreter is not stopped by torchrl (0.14.1): stop it here
+        for proc in psutil.Process().children(recursive=True):
+            if proc.pid not in before:
+                proc.kill()
+    svc = PythonExecutorService(pool_size=1, timeout=30.0)
+    try:
+        assert svc.execute("print(6 * 7)")["stdout"].strip() == "42"
+    finally:
+        svc.cleanup()
+
+
 def test_vla_canonical_keys():
     import torchrl.data.vla as vla
 

@@ -320,3 +320,128 @@ def test_trainer_configs_need_hydra():
     """recipes.md#trainers-hooks-and-hydra-configs: without hydra-core the configs do not import."""
     with pytest.raises(ImportError, match="hydra-core"):
         importlib.import_module("torchrl.trainers.algorithms.configs")
+
+
+# --- the PPO outer-product error: which advantage shapes raise it (issue 20) ----------------
+def _ppo_loss(per_agent: bool, advantage_key="advantage"):
+    import torch
+    from tensordict.nn import NormalParamExtractor, TensorDictModule
+    from torchrl.modules import ProbabilisticActor, TanhNormal
+    from torchrl.objectives import ClipPPOLoss
+
+    torch.manual_seed(1)
+    a = (lambda k: ("agents", k)) if per_agent else (lambda k: k)
+    actor = ProbabilisticActor(
+        TensorDictModule(torch.nn.Sequential(torch.nn.Linear(4, 4), NormalParamExtractor()), [a("observation")], [a("loc"), a("scale")]),
+        in_keys={"loc": a("loc"), "scale": a("scale")}, out_keys=[a("action")], distribution_class=TanhNormal,
+        return_log_prob=True, log_prob_key=a("action_log_prob"))
+    loss = ClipPPOLoss(actor, TensorDictModule(torch.nn.Linear(4, 1), [a("observation")], [a("state_value")]), entropy_bonus=False)
+    loss.set_keys(action=a("action"), sample_log_prob=a("action_log_prob"), value=a("state_value"), advantage=advantage_key)
+    return loss
+
+
+def _ppo_batch(per_agent: bool, advantage_key, advantage, B=10, n=3):
+    import torch
+    from tensordict import TensorDict
+
+    g = torch.Generator().manual_seed(3)
+    lead = (B, n) if per_agent else (B,)
+    leaves = TensorDict({"observation": torch.randn(*lead, 4, generator=g), "action": torch.rand(*lead, 2, generator=g) * 1.8 - 0.9,
+                         "action_log_prob": torch.randn(*lead, generator=g)}, list(lead))
+    data = TensorDict({"agents": leaves} if per_agent else leaves.to_dict(), [B])
+    data["value_target"] = torch.randn(*lead, 1, generator=g)
+    data.set(advantage_key, advantage)
+    return data
+
+
+@pytest.mark.parametrize("per_agent,key,shape,raises", [
+    (False, "advantage", (10,), True),                 # single agent, no value dim: the case
+    (False, "advantage", (10, 1), False),              # its fix
+    (True, "advantage", (10,), True),                  # root advantage without value dim, per-agent log-prob
+    (True, "advantage", (10, 1), False),               # a root [B, 1] advantage runs (issue 20: the entry said it raised)
+    (True, ("agents", "advantage"), (10, 3, 1), False),
+    (True, ("agents", "advantage"), (10, 3), "size"),  # per agent without value dim: another error
+], ids=["single-B", "single-B1", "root-B-agents", "root-B1-agents", "agents-Bn1", "agents-Bn"])
+def test_ppo_outer_product_error_only_without_the_value_dim(per_agent, key, shape, raises):
+    """troubleshooting: ppo-advantage-missing-value-dim. The ValueError comes exactly when the
+    advantage is shaped like the batch, with no trailing value dim; a root (B, 1) advantage
+    with a per-agent (B, n_agents, 1) log-weight runs; a per-agent (B, n_agents) advantage
+    raises a size mismatch, not this error."""
+    import torch
+
+    loss, data = _ppo_loss(per_agent, key), _ppo_batch(per_agent, key, torch.randn(shape))
+    if raises == "size":
+        with pytest.raises(RuntimeError, match=r"The size of tensor a \(3\) must match the size of tensor b \(10\)"):
+            loss(data)
+    elif raises:
+        with pytest.raises(ValueError, match="turning the PPO objective into an outer product over samples"):
+            loss(data)
+    else:
+        assert torch.isfinite(loss(data)["loss_objective"])
+
+
+def test_root_b1_advantage_is_the_per_agent_advantage_copied_over_agents():
+    """The root (B, 1) advantage that runs means what it looks like: the same loss as the
+    per-agent (B, n_agents, 1) advantage holding that value for every agent."""
+    import torch
+
+    adv = torch.randn(10, 1)
+    root = _ppo_loss(True)(_ppo_batch(True, "advantage", adv))["loss_objective"]
+    key = ("agents", "advantage")
+    per_agent = _ppo_loss(True, key)(_ppo_batch(True, key, adv.unsqueeze(1).expand(10, 3, 1)))["loss_objective"]
+    assert torch.allclose(root, per_agent)
+    other = _ppo_loss(True, key)(_ppo_batch(True, key, torch.randn(10, 3, 1)))["loss_objective"]
+    assert not torch.allclose(root, other)  # the comparison can tell losses apart
+
+
+# --- critic-passed-sacloss-never-changes-after: which losses train copies (issue 20 sweep) ---
+def _shares_memory(loss, attr: str, module) -> bool:
+    return bool({t.data_ptr() for t in getattr(loss, attr).values(True, True)} & {p.data_ptr() for p in module.parameters()})
+
+
+def _q_losses():
+    import torch
+    from tensordict.nn import NormalParamExtractor, TensorDictModule
+    from torchrl.data import Bounded, OneHot
+    from torchrl.modules import Actor, OneHotCategorical, ProbabilisticActor, QValueActor, TanhNormal, ValueOperator
+    from torchrl.objectives import CQLLoss, DDPGLoss, DiscreteIQLLoss, DQNLoss, IQLLoss, REDQLoss, SACLoss, TD3Loss
+
+    nn, spec = torch.nn, Bounded(-1, 1, (1,))
+
+    def actor():
+        return ProbabilisticActor(TensorDictModule(nn.Sequential(nn.Linear(3, 2), NormalParamExtractor()), ["observation"], ["loc", "scale"]),
+                                  in_keys=["loc", "scale"], distribution_class=TanhNormal, spec=spec)
+
+    def q():
+        return ValueOperator(nn.Linear(4, 1), in_keys=["observation", "action"])
+
+    v = lambda: ValueOperator(nn.Linear(3, 1), in_keys=["observation"])  # noqa: E731
+    made = {}
+    for name, build in {
+        "SACLoss": lambda q: SACLoss(actor(), q, action_spec=spec),
+        "TD3Loss": lambda q: TD3Loss(Actor(nn.Linear(3, 1), spec=spec), q, action_spec=spec),
+        "CQLLoss": lambda q: CQLLoss(actor(), q, action_spec=spec),
+        "IQLLoss": lambda q: IQLLoss(actor(), q, v()),
+        "REDQLoss": lambda q: REDQLoss(actor(), q, action_spec=spec),
+    }.items():
+        net = q()
+        made[name] = (build(net), "qvalue_network_params", net)
+    dq = ValueOperator(nn.Linear(3, 2), in_keys=["observation"], out_keys=["state_action_value"])
+    dactor = ProbabilisticActor(TensorDictModule(nn.Linear(3, 2), ["observation"], ["logits"]), in_keys=["logits"],
+                                distribution_class=OneHotCategorical, spec=OneHot(2))
+    made["DiscreteIQLLoss"] = (DiscreteIQLLoss(dactor, dq, v(), action_space="one-hot"), "qvalue_network_params", dq)
+    net = q()
+    made["DDPGLoss"] = (DDPGLoss(Actor(nn.Linear(3, 1), spec=spec), net), "value_network_params", net)
+    qa = QValueActor(nn.Linear(3, 2), in_keys=["observation"], spec=OneHot(2))
+    made["DQNLoss"] = (DQNLoss(qa, action_space="one-hot"), "value_network_params", qa)
+    return made
+
+
+def test_q_losses_train_copies_but_ddpg_and_dqn_train_the_module():
+    """troubleshooting critic-passed-sacloss-never-changes-after: the losses it names train
+    Q-network copies that share no memory with the module given; DDPGLoss and DQNLoss, the
+    nearest losses it does not name, train the module's own parameters."""
+    warnings.simplefilter("ignore")
+    made = _q_losses()
+    copies = {name for name, (loss, attr, module) in made.items() if not _shares_memory(loss, attr, module)}
+    assert copies == {"SACLoss", "TD3Loss", "CQLLoss", "IQLLoss", "REDQLoss", "DiscreteIQLLoss"}

@@ -688,31 +688,20 @@ def test_3260_check_env_specs_extra_state_keys():
 
 @pytest.mark.parametrize("categorical", [True, False])
 def test_3242_action_mask_multidiscrete(categorical):
-    import gymnasium as gym
-    import numpy as np
-
+    """#3242: ActionMask with an nvec-shaped mask over a MultiDiscrete action no longer raises
+    (0.11.0, #3342) but the gym env receives one flat index: this board uses its action
+    (step() unpacks [row, col]), so the rollout fails there. Issue 20: the test that stood here
+    had an env that ignored its action. More in tests/test_envs_and_transforms_claims.py."""
     from torchrl.envs import ActionMask, GymWrapper, TransformedEnv
 
-    class MultiDiscreteMasked(gym.Env):
-        action_space = gym.spaces.MultiDiscrete([5, 5])
-        observation_space = gym.spaces.Dict({"observation": gym.spaces.Box(0, 1, (2,), dtype=np.float32),
-                                             "action_mask": gym.spaces.Box(0, 1, (5, 5), dtype=bool)})
+    from conftest import FIXTURES, load_module
 
-        def _obs(self):
-            mask = np.zeros((5, 5), dtype=bool)
-            mask[1, 2] = mask[3, 4] = True
-            return {"observation": np.zeros(2, np.float32), "action_mask": mask}
-
-        def reset(self, seed=None, options=None):
-            return self._obs(), {}
-
-        def step(self, action):
-            return self._obs(), 0.0, False, False, {}
-
-    env = TransformedEnv(GymWrapper(MultiDiscreteMasked(), categorical_action_encoding=categorical), ActionMask())
-    actions = env.rollout(40)["action"]
-    flat = actions if categorical else actions.int().argmax(-1)
-    assert set(flat.tolist()) <= {1 * 5 + 2, 3 * 5 + 4}
+    board = load_module(FIXTURES / "envs" / "gym_board_flat_action.py")
+    env = TransformedEnv(GymWrapper(board.Board("grid"), categorical_action_encoding=categorical), ActionMask())
+    assert env.reset()["action_mask"].shape == (5, 5)  # the mask is accepted: no error at reset or when drawing
+    assert env.base_env.read_action(env.action_spec.rand()) in (1 * 5 + 2, 3 * 5 + 4)
+    with pytest.raises(TypeError, match="object is not iterable"):
+        env.rollout(3)
 
 
 def test_3073_rename_transform_keeps_base_spec():
@@ -867,7 +856,7 @@ def test_3139_composite_shape_is_keyword_only():
 
 # ---------------------------------------------------------------- the table
 TABLE = BUNDLE / "tests" / "public_reports.md"
-MIN_ROWS, MIN_VERIFIED = 40, 47
+MIN_ROWS, MIN_VERIFIED = 82, 65
 
 
 def _table_rows(path):

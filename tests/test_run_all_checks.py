@@ -89,3 +89,72 @@ def test_a_scripts_timeout_holds_inside_the_runner(tmp_path, monkeypatch):
     run_all_checks.run_script(hanging, report)
     row = report.result("planted/hanging_check:hangs")
     assert row.status == "fail" and row.seconds < 60, row
+
+
+def _planted(tmp_path, name: str, body: str):
+    path = tmp_path / f"{name}.py"
+    path.write_text(
+        "import sys, time\n"
+        f"sys.path.insert(0, {str(BUNDLE / 'scripts')!r})\n"
+        "import skill_report as sr\n"
+        f"def build_parser():\n    return sr.make_parser('x', 'python {name}.py')\n"
+        f"def run_checks(args, report):\n{body}\n"
+    )
+    return path
+
+
+def test_parallel_workers_keep_discovery_order_and_each_scripts_verdict(tmp_path, monkeypatch):
+    # the first script is the slowest, so its worker finishes last: its rows still come first
+    slow = _planted(tmp_path, "slow_check", "    time.sleep(1.5)\n    report.run('slow', lambda: 'done')")
+    fast = _planted(tmp_path, "fast_check", "    report.run('fast', lambda: 'done')")
+    failing = _planted(tmp_path, "failing_check", "    report.run('planted', lambda: sr.expect(False, 'planted fault'))")
+    dying = _planted(tmp_path, "dying_check", "    import os\n    os._exit(9)")
+    monkeypatch.setattr(sr, "script_area", lambda path, root=None: "planted")
+    report = sr.Report(str(RUNNER), json_mode=True)
+    run_all_checks.run_parallel([slow, fast, failing, dying], 2, report)
+    names = [(c.name, c.status) for c in report.checks]
+    assert names[:3] == [("planted/slow_check:slow", "pass"), ("planted/fast_check:fast", "pass"),
+                         ("planted/failing_check:planted", "fail")], names
+    assert names[3] == ("planted/dying_check:script-error", "fail")
+    assert "worker process died" in report.checks[3].detail
+    assert report.finish() == 1
+
+
+def test_parallel_and_sequential_runs_give_the_same_rows(tmp_path):
+    area = ["--only", "modules-and-policies", "--json"]
+    seq = run_python([str(RUNNER), *area, "--jobs", "1"], cwd=tmp_path, timeout=570)
+    par = run_python([str(RUNNER), *area, "--jobs", "2"], cwd=tmp_path, timeout=570)
+    assert seq.returncode == par.returncode == 0, par.stderr[-1500:]
+    rows = [[(c["name"], c["status"]) for c in json.loads(p.stdout)["checks"]] for p in (seq, par)]
+    assert rows[0] == rows[1] and len(rows[0]) > 3
+
+
+def test_ctrl_c_stops_every_worker_and_what_it_started(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    proc = subprocess.Popen([sys.executable, str(RUNNER), "--jobs", "2"], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        deadline = time.monotonic() + 300
+        kids = []
+        while time.monotonic() < deadline and len(kids) < 2:  # wait for both workers
+            kids = psutil.Process(proc.pid).children(recursive=True)
+            time.sleep(0.2)
+        time.sleep(2.0)
+        kids = psutil.Process(proc.pid).children(recursive=True)
+        proc.send_signal(signal.SIGINT)  # the runner alone: it must stop its workers itself
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, stderr[-1500:]
+    assert stderr.strip().splitlines()[-1] == "run_all_checks.py: interrupted"
+    gone, alive = psutil.wait_procs(kids, timeout=10)
+    assert len(kids) >= 2 and not alive, alive
+    assert list(tmp_path.iterdir()) == []

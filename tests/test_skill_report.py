@@ -97,3 +97,28 @@ def test_a_row_quoting_the_bundles_text_is_marked_off_the_line_it_was_verified_o
 def test_no_mark_on_a_line_the_entry_was_verified_on(monkeypatch, verified_on, installed):
     report = _row_quoting_an_entry(verified_on, installed, monkeypatch)
     assert "unverified" not in report.result("quote").detail
+
+
+def test_helpers_import_in_one_direction():
+    """_base at the bottom (imports no bundle module), the helpers above it, skill_report on
+    top: no helper imports skill_report, even inside a function (issue 22)."""
+    import ast
+
+    from conftest import BUNDLE
+
+    bundle_modules = {p.stem for p in (BUNDLE / "scripts").glob("*.py")}
+
+    def imported(name):
+        tree = ast.parse((BUNDLE / "scripts" / f"{name}.py").read_text())
+        found = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                found.add(node.module.split(".")[0])
+        return found & bundle_modules
+
+    assert imported("_base") == set()
+    for helper in ("_cli", "_stack", "_processes", "_user_code", "_error_index"):
+        assert imported(helper) <= {"_base"}, (helper, imported(helper))
+    assert {"_base", "_cli", "_stack", "_processes", "_user_code"} <= imported("skill_report")

@@ -28,6 +28,7 @@ import pytest
 from conftest import BUNDLE, run_main, rows
 
 import _versions
+from _explain import errors as explain_errors, notes as explain_notes
 
 sys.path.insert(0, str(BUNDLE / "benchmarks"))
 import build_fix_index  # noqa: E402
@@ -45,18 +46,18 @@ def _release_before(version: str) -> str:
 
 # ---------------------------------------------------------------------------- explain NAME
 def test_an_old_collector_name_says_what_it_is_called_in_the_newest_line():
-    notes = _versions.name_notes("SyncDataCollector", OLD)
+    notes = explain_notes.version_notes("SyncDataCollector", OLD)
     assert any(n.startswith("in torchrl 0.14: torchrl.collectors.Collector") and "removed in 0.13.0" in n for n in notes), notes
     # the newest line itself gets no such note, nor a release that no longer has the name
-    assert not any("in torchrl 0.14" in n for n in _versions.name_notes("SyncDataCollector", {**OLD, "torchrl": "0.14.1"}))
-    assert not any("in torchrl 0.14" in n for n in _versions.name_notes("SyncDataCollector", {**OLD, "torchrl": "0.13.3"}))
+    assert not any("in torchrl 0.14" in n for n in explain_notes.version_notes("SyncDataCollector", {**OLD, "torchrl": "0.14.1"}))
+    assert not any("in torchrl 0.14" in n for n in explain_notes.version_notes("SyncDataCollector", {**OLD, "torchrl": "0.13.3"}))
 
 
 def test_a_name_added_later_says_the_release_that_added_it():
-    notes = _versions.name_notes("MultiAgentGAE", OLD)
+    notes = explain_notes.version_notes("MultiAgentGAE", OLD)
     assert notes and notes[0].startswith("added in torchrl 0.13: the installed 0.12.0 lacks it")
     assert "from torchrl.objectives.value import MultiAgentGAE" in notes[0]
-    assert not any("added in" in n for n in _versions.name_notes("MultiAgentGAE", {**OLD, "torchrl": "0.13.3"}))
+    assert not any("added in" in n for n in explain_notes.version_notes("MultiAgentGAE", {**OLD, "torchrl": "0.13.3"}))
 
 
 @pytest.mark.parametrize("fix", [f for f in INDEX["fixes"] if f["first"] and f["first"] != INDEX["releases"][0]
@@ -66,7 +67,7 @@ def test_fixes_are_listed_to_the_release_before_the_fix_and_not_to_the_one_that_
     before, first = _release_before(fix["first"]), fix["first"]
     assert fix["pr"] in [f["pr"] for f in _versions.fixes_for(name, before)]
     assert fix["pr"] not in [f["pr"] for f in _versions.fixes_for(name, first)]
-    note = _versions.name_notes(name, {**OLD, "torchrl": before})[-1]
+    note = explain_notes.version_notes(name, {**OLD, "torchrl": before})[-1]
     assert f"pytorch/rl#{fix['pr']} ({first})" in note and f"torchrl {before} lacks" in note
 
 
@@ -86,11 +87,11 @@ def test_an_error_whose_message_a_fix_removed_names_the_fix_to_a_release_lacking
     fix = _removed_message_fix()
     text = "ValueError: " + fix["removed"][0].replace("{}", "3")
     before = _release_before(fix["first"])
-    answers = _versions.error_answers(text, {**OLD, "torchrl": before})
+    answers = explain_errors.fix_answers(text, {**OLD, "torchrl": before})
     assert [name for name, _ in answers] == [f"upstream:fix-{fix['pr']}"]
     assert f"first in torchrl {fix['first']}; torchrl {before} lacks it" in answers[0][1][0]
-    assert _versions.error_answers(text, {**OLD, "torchrl": fix["first"]}) == []
-    assert _versions.error_answers("ValueError: something else entirely went wrong here", {**OLD, "torchrl": before}) == []
+    assert explain_errors.fix_answers(text, {**OLD, "torchrl": fix["first"]}) == []
+    assert explain_errors.fix_answers("ValueError: something else entirely went wrong here", {**OLD, "torchrl": before}) == []
 
 
 # ---------------------------------------------------------------------------- the index itself
@@ -212,9 +213,9 @@ def test_the_stamp_is_mechanical_and_idempotent(tmp_path, monkeypatch):
 
 def test_a_release_newer_than_the_data_gets_no_version_note():
     newer = {**OLD, "torchrl": "0.15.0"}
-    assert _versions.name_notes("StepCounter", newer) == [] and _versions.name_notes("SyncDataCollector", newer) == []
+    assert explain_notes.version_notes("StepCounter", newer) == [] and explain_notes.version_notes("SyncDataCollector", newer) == []
     fix = _removed_message_fix()
-    assert _versions.error_answers("ValueError: " + fix["removed"][0].replace("{}", "3"), newer) == []
+    assert explain_errors.fix_answers("ValueError: " + fix["removed"][0].replace("{}", "3"), newer) == []
 
 
 # ---------------------------------------------------------------------------- a check an older line cannot run

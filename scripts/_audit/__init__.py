@@ -16,6 +16,7 @@ imports torch inside) and ``judge(obs)`` (parent side; returns the pass detail o
 """
 
 DETECTORS = [
+    "d_training",  # first: whether anything was trained at all (exit 5 when not), and the early stop
     "d_target_network",
     "d_optimizer_coverage",
     "d_exploration",
@@ -28,7 +29,21 @@ DETECTORS = [
     "d_episode_stats",
     "d_env_seeding",
 ]
+# Effect monitors: a fault named by what it does (what the env receives, the policy's
+# distribution, gradients, values, rewards), whatever its cause; printed after the detectors.
+EFFECTS = [
+    "e_env_actions",
+    "e_action_bounds",
+    "e_policy_distribution",
+    "e_non_finite",
+    "e_grad_norms",
+    "e_value_range",
+    "e_reward_variety",
+]
+DETECTORS = DETECTORS + EFFECTS
 INFO = ["i_update_to_data", "i_observation_scale"]  # information rows, printed after the detectors
+# LLM training loops (GRPOLoss/SFTLoss, TransformersWrapper, LLMCollector); each skips when none ran
+DETECTORS += ["l_ratio", "l_mask", "l_groups", "l_kl", "l_reward"]
 
 
 def cause_and_fix(entry_id: str, **values) -> str:

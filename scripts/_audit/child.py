@@ -191,7 +191,9 @@ def _install_on_import(hub, patches, detectors) -> None:
 def main() -> None:
     cfg = json.loads(Path(sys.argv[1]).read_text())
     probe, patches, detectors = _import_auditor()
-    hub = probe.Hub(Path(cfg["out"]), cfg.get("max_frames"), float(cfg["seconds"]))
+    # A snapshot is an atomic file replace (tens of ms on some file systems): every 5 s is
+    # enough, since the parent reads the file once the child ended (or was killed).
+    hub = probe.Hub(Path(cfg["out"]), cfg.get("max_frames"), float(cfg["seconds"]), snapshot_every=5.0)
 
     def stop(signum, frame):
         raise probe.AuditStop(hub.stop_reason or "stopped")
@@ -199,6 +201,10 @@ def main() -> None:
     signal.signal(signal.SIGUSR1, stop)
     signal.signal(signal.SIGTERM, stop)
     _install_on_import(hub, patches, detectors)
+    if cfg.get("workers_dir"):  # worker processes report to files there (workers.py)
+        from _audit import workers
+
+        workers.enable(hub, patches, detectors, cfg["workers_dir"])
     _warnings_point_at_user_code()
     hub.start = time.monotonic()
     _start_watchdog(hub, grace=max(3.0, 0.1 * hub.seconds))

@@ -26,6 +26,7 @@ import sys
 
 import skill_report as sr
 
+from .evidence import need
 from .probe import AuditStop, is_library_file, user_site
 
 NAME = "env-seeding"
@@ -139,6 +140,7 @@ def judge(observed: dict) -> str:
         raise sr.CheckFailed(" | ".join(faults))
     if not calls and not n_seed:
         raise sr.CheckSkipped("the script never called env.set_seed, and no env _reset re-seeded torch's global RNG")
+    need(observed["meta"]["frames"], 1, "env seeding", "collected frames (a re-seed counts once collection started)")
     if not calls:
         return f"{n_seed} env.set_seed call{'s' if n_seed != 1 else ''} by the script and every env reset: none re-seeded torch's global RNG"
     return "; ".join(notes)

@@ -12,13 +12,19 @@ Facts (torchrl 0.14.1): a ``Collector`` batch has ``done``/``terminated``/``trun
 root and under ``"next"``, and ``reward`` only under ``"next"`` (tests/test_audit_facts.py).
 Public reports: pytorch/rl#937 (reset handling and the root done), pytorch/rl#1932 (no
 "reward" at the root).
+
+Minimum evidence: MIN_BATCHES batches of collected data handed to the script (a script that
+logs every few batches reads there).
 """
 
 from __future__ import annotations
 
 import skill_report as sr
 
+from .evidence import need
+
 NAME = "episode-stats"
+MIN_BATCHES = 3
 
 
 def install(hub) -> None:
@@ -64,10 +70,12 @@ def judge(observed: dict) -> str:
         raise sr.CheckFailed(" | ".join(
             f"{r['site']} reads data[{r['key']!r}] of collected data ({r['count']} times): over those {r['frames']} frames it sums to "
             f"{r['root']:g} while data['next', {r['key']!r}] sums to {r['next']:g}; the root holds the state before each step (done is false "
-            f"after every reset), the step's own value is under 'next'; fix: read data['next', {r['key']!r}] "
-            "for episode ends and rewards" for r in bad))
+            f"after every reset), the step's own value is under 'next'; fix: at {r['site']} replace data[{r['key']!r}] with data['next', {r['key']!r}] "
+            "(episode ends and rewards are under 'next')" for r in bad))
     if reads:
         return "root reads that match ('next', ...): " + ", ".join(f"{r['key']} at {r['site']}" for r in reads)
-    if not observed["sections"].get(NAME, {}).get("watched"):
+    watched = observed["sections"].get(NAME, {}).get("watched", 0)
+    if not watched:
         raise sr.CheckSkipped("no collected data reached the script (no collector batch, no env.rollout)")
+    need(watched, MIN_BATCHES, "collected data", "batches handed to the script")
     return "no root read of done/terminated/truncated/reward on collected data"

@@ -16,7 +16,11 @@ update, or ``step()`` without ``frames``), so ``annealing_num_steps`` is not in 
 Facts (torchrl 0.14.1): outside any ``set_exploration_type`` context ``exploration_type()``
 is None and ``ProbabilisticActor`` acts deterministically; a ``Collector`` samples
 (``exploration_type`` RANDOM by default); ``EGreedyModule.step(frames=1)`` anneals by
-``frames`` steps (torchrl/modules/tensordict_module/exploration.py).
+``frames`` steps (torchrl/modules/tensordict_module/exploration.py); a collector acts with
+a ``RandomPolicy`` for its first ``init_random_frames`` frames, so those batches say nothing
+about the policy and are not checked.
+
+Minimum evidence: MIN_FRAMES collected actions checked (outside init_random_frames).
 """
 
 from __future__ import annotations
@@ -25,9 +29,12 @@ import weakref
 
 import skill_report as sr
 
+from .evidence import MORE, Short, need
+
 NAME = "exploration"
 MODULES = ("EGreedyModule", "AdditiveGaussianModule", "OrnsteinUhlenbeckProcessModule")
 CHECK_BATCHES = 6
+MIN_FRAMES = 32
 
 
 def _value(module) -> float:
@@ -49,6 +56,7 @@ def install(hub) -> None:
     sec = hub.section(NAME)
     sites: dict[int, str] = {}
     sources: dict = {}
+    random_only: dict = {}
     modules: dict[int, dict] = {}
 
     def module_info(m, in_policy: bool):
@@ -97,6 +105,9 @@ def install(hub) -> None:
             return
         random_frames = getattr(col, "init_random_frames", None) or 0
         if random_frames and getattr(col, "_frames", 0) <= random_frames:
+            early = random_only.setdefault(key_of(col), {"kind": type(col).__name__, "site": sites.get(key_of(col), "?"),
+                                                          "init_random_frames": int(random_frames), "frames": 0})
+            early["frames"] = int(getattr(col, "_frames", 0))
             return
         env = getattr(col, "env", None)
         note = f"exploration_type={getattr(col, 'exploration_type', '?')}"
@@ -114,12 +125,14 @@ def install(hub) -> None:
         info = module_info(m, False)
         info["steps"] += 1
         info["counted"] += int(frames)
+        info["step_site"] = info.get("step_site") or user_site()
         info["curve"].append((hub.meta["frames"], _value(m)))
         if len(info["curve"]) > 400:
             info["curve"] = info["curve"][::2]
 
     def summarise():
         sec["sources"] = list(sources.values())
+        sec["random_only"] = [v for k, v in random_only.items() if k not in sources]
         sec["modules"] = [{k: v for k, v in m.items() if k != "ref"} | {"now": _value(m["ref"]()) if m["ref"]() is not None else None}
                           for m in modules.values()]
         sec["frames"] = hub.meta["frames"]
@@ -143,8 +156,14 @@ def judge(obs: dict) -> str:
     unchecked = [s for s in sec.get("sources", []) if s.get("error") and not s["frames"]]
     annealed = [m for m in sec.get("modules", []) if m["in_policy"] and m["annealing_num_steps"] and m["init"] != m["end"]]
     frames = sec.get("frames", 0)
+    if not sources and sec.get("random_only"):
+        r = sec["random_only"][0]
+        raise Short(f"the {r['kind']} built at {r['site']} has a policy, but all {r['frames']} frames it collected fell inside its "
+                    f"init_random_frames={r['init_random_frames']}, where it acts at random: no action of the policy was checked; {MORE}")
     if not sources and not annealed and not unchecked:
         raise sr.CheckSkipped("no collector or env.rollout with a policy was seen")
+    if sources:
+        need(sum(s["frames"] for s in sources), MIN_FRAMES, "collected actions", "checked against the deterministic action")
     faults, notes = [], []
     if sources and all(s["equal"] >= s["frames"] for s in sources):
         where = "; ".join(f"{s['kind']} at {s['site']} ({s['frames']} frames checked, {s['note']})" for s in sources)
@@ -160,13 +179,15 @@ def judge(obs: dict) -> str:
         notes.append(f"{share:.0%} of {sum(s['frames'] for s in sources)} checked actions differ from the deterministic action")
     for m in annealed:
         if m["steps"] == 0 and frames:
+            loop = next((f" (in the loop over the {s['kind']} built at {s['site']})" for s in sources if s["kind"] != "env.rollout"), "")
             faults.append(f"{m['cls']} stayed at {m['init']:g} (its initial value) over {frames} collected frames: step() was never called; "
-                          "fix: call exploration_module.step(data.numel()) once per collected batch")
+                          f"fix: call exploration_module.step(data.numel()) once per collected batch{loop}")
         elif m["steps"] and frames and not 0.2 <= m["counted"] / frames <= 5:
             rate = m["counted"] / frames
             faults.append(f"{m['cls']}.step() counted {m['counted']} over {frames} collected frames ({rate:.3g} per frame), so "
                           f"annealing_num_steps={m['annealing_num_steps']} is reached after about {round(m['annealing_num_steps'] / rate)} frames; "
-                          f"curve: {_curve(m)}; fix: call exploration_module.step(data.numel()) once per collected batch, not per update")
+                          f"curve: {_curve(m)}; fix: replace the step() call at {m.get('step_site', '?')} with exploration_module.step(data.numel()), "
+                          "called once per collected batch, not per update")
         elif m["steps"]:
             notes.append(f"{m['cls']} {m['init']:g} -> {m['now']} over {frames} frames (annealing_num_steps={m['annealing_num_steps']}; curve: {_curve(m)})")
     notes += [f"{s['kind']} at {s['site']}: policy not re-run on its batch ({s['error']})" for s in unchecked]

@@ -12,6 +12,9 @@ Facts (torchrl 0.14.1): ``SACLoss(actor, qvalue, num_qvalue_nets=2)`` trains sta
 ``loss.log_alpha`` is a trainable parameter of the loss (tests/test_audit_facts.py).
 Public reports: pytorch/rl#2589 (SACLoss with several qvalue networks), openai/spinningup#329
 (critic parameters silently missing from the optimizer).
+
+Minimum evidence: MIN_STEPS optimizer steps (a tensor whose gradient comes only from a
+delayed update, TD3's actor, gets one within two steps).
 """
 
 from __future__ import annotations
@@ -20,7 +23,10 @@ import weakref
 
 import skill_report as sr
 
+from .evidence import need
+
 NAME = "optimizer-coverage"
+MIN_STEPS = 4
 
 
 def _short(names: list[str], limit: int = 4) -> str:
@@ -33,6 +39,8 @@ def install(hub) -> None:
 
     import torch
 
+    from .probe import user_site
+
     sec = hub.section(NAME)
     sites: dict[int, str] = {}
     opts: dict[int, dict] = {}
@@ -40,11 +48,14 @@ def install(hub) -> None:
     names: dict[int, str] = {}
 
     def on_pre_step(opt):
-        info = opts.setdefault(id(opt), {"ref": weakref.ref(opt), "cls": type(opt).__name__, "steps": 0, "params": {}, "grad": set()})
+        info = opts.get(id(opt))
+        if info is None:
+            info = opts[id(opt)] = {"ref": weakref.ref(opt), "cls": type(opt).__name__, "steps": 0, "params": {}, "grad": set(), "site": user_site()}
         info["steps"] += 1
         for group in opt.param_groups:
             for p in group["params"]:
-                info["params"].setdefault(id(p), weakref.ref(p))
+                if id(p) not in info["params"]:  # kept from first sight: an optimizer that is gone by the end still counts
+                    info["params"][id(p)] = (weakref.ref(p), p.numel(), p.requires_grad)
                 if p.grad is not None:
                     info["grad"].add(id(p))
 
@@ -72,11 +83,11 @@ def install(hub) -> None:
         stepping = {pid for o in opts.values() if o["steps"] for pid in o["params"]}
         sec["optimizers"] = []
         for o in opts.values():
-            live = {pid: ref() for pid, ref in o["params"].items()}
-            never = [pid for pid, p in live.items() if p is not None and p.requires_grad and pid not in o["grad"]]
-            sec["optimizers"].append({"cls": o["cls"], "steps": o["steps"], "tensors": len(live),
-                                      "never_grad": [name_of(pid) for pid in never[:12]], "n_never_grad": len(never),
-                                      "never_grad_numel": sum(live[pid].numel() for pid in never)})
+            never = [pid for pid, (_, _, trainable) in o["params"].items() if trainable and pid not in o["grad"]]
+            sec["optimizers"].append({"cls": o["cls"], "steps": o["steps"], "tensors": len(o["params"]), "site": o["site"],
+                                      "never_grad": [name_of(pid) if o["params"][pid][0]() is not None else names.get(pid, f"tensor#{pid % 10000}")
+                                                     for pid in never[:12]],
+                                      "n_never_grad": len(never), "never_grad_numel": sum(o["params"][pid][1] for pid in never)})
         sec["losses"] = []
         for info in losses.values():
             missing = [pid for pid in info["named"] if pid not in stepping]
@@ -99,28 +110,38 @@ def _hint(missing: list[str]) -> str:
     return ("; " + "; ".join(hints)) if hints else ""
 
 
+def _sites(optimizers: list[dict]) -> str:
+    return ", ".join(dict.fromkeys(o.get("site", "?") for o in optimizers))
+
+
 def judge(obs: dict) -> str:
     sec = obs["sections"].get(NAME, {})
     stepping = [o for o in sec.get("optimizers", []) if o["steps"]]
     if not stepping:
         raise sr.CheckSkipped("no optimizer stepped")
+    need(max(o["steps"] for o in stepping), MIN_STEPS, "optimizers", "steps of the most-stepped one")
     faults = []
     for loss in sec.get("losses", []):
         if loss["n_missing"]:
             faults.append(
                 f"{loss['cls']} (built at {loss['site']}) trains {loss['n_missing']} of its {loss['trainable']} tensors "
                 f"({loss['missing_numel']} values) that no stepping optimizer holds: {_short(loss['missing'])}{_hint(loss['missing'])}; "
-                "fix: build the optimizer from the loss, torch.optim.Adam(loss.parameters(), lr=...), or add those tensors to a group"
+                f"fix: build the optimizer stepped at {_sites(stepping)} from the loss, torch.optim.Adam(loss.parameters(), lr=...), "
+                "or add those tensors to a group"
             )
     for i, o in enumerate(stepping):
         if o["n_never_grad"]:
             faults.append(
-                f"{o['cls']} #{i} stepped {o['steps']} times and holds {o['n_never_grad']} tensors ({o['never_grad_numel']} values) "
+                f"{o['cls']} #{i} stepped {o['steps']} times (at {o.get('site', '?')}) and holds {o['n_never_grad']} tensors ({o['never_grad_numel']} values) "
                 f"that never received a gradient: {_short(o['never_grad'])}; they are outside every loss's graph "
                 "(e.g. a critic module whose copy the loss trains); fix: optimize loss.parameters() instead of the module's"
             )
     if faults:
         raise sr.CheckFailed(" | ".join(faults))
-    trained = ", ".join(f"{loss['cls']} ({loss['trainable']} tensors)" for loss in sec.get("losses", [])) or "no loss module"
     steps = sum(o["steps"] for o in stepping)
+    losses = sec.get("losses", [])
+    if not losses:
+        return (f"{len(stepping)} optimizer(s), {steps} steps; every optimized tensor got a gradient; no torchrl loss module was "
+                "called, so which tensors a loss trains was not checked")
+    trained = ", ".join(f"{loss['cls']} ({loss['trainable']} tensors)" for loss in losses)
     return f"{len(stepping)} optimizer(s), {steps} steps; every trainable tensor of {trained} is optimized and every optimized tensor got a gradient"

@@ -3,9 +3,14 @@
 For every replay buffer whose sampler is a ``PrioritizedSampler`` (or
 ``PrioritizedSliceSampler``) it counts ``sample()`` calls, the priority updates the script
 makes (``rb.update_priority(index, priority)`` or ``rb.update_tensordict_priority(batch)``)
-and the values that reach the sampler. Faults: sampled but never updated (every item keeps
-the default priority, so sampling is uniform and the importance weights constant); updated
-with negative or NaN values (``(priority + eps) ** alpha`` is NaN for a negative priority).
+and the values that reach the sampler; a call that raised updated nothing and is not counted
+(its error is kept for the row). Faults: sampled but never updated (every item keeps the
+default priority, so sampling is uniform and the importance weights constant); updated with
+negative or NaN values (``(priority + eps) ** alpha`` is NaN for a negative priority); most
+updates give one value to every sampled index (the batch's mean loss, a scalar, an
+``expand``ed tensor), so priorities say nothing about which item is worth replaying.
+
+Minimum evidence: MIN_SAMPLES ``sample()`` calls.
 
 Facts (torchrl 0.14.1, torchrl/data/replay_buffers/samplers/prioritized.py):
 ``update_priority`` with a negative value stores NaN without an error, and the next
@@ -18,7 +23,10 @@ from __future__ import annotations
 
 import skill_report as sr
 
+from .evidence import need
+
 NAME = "prioritized-replay"
+MIN_SAMPLES = 8
 
 
 def install(hub) -> None:
@@ -33,27 +41,36 @@ def install(hub) -> None:
         if sampler is None or "Prioritized" not in type(sampler).__name__:
             return None
         by_sampler[id(sampler)] = id(rb)
-        return buffers.setdefault(id(rb), {"cls": type(rb).__name__, "sampler": type(sampler).__name__, "samples": 0,
+        return buffers.setdefault(id(rb), {"cls": type(rb).__name__, "sampler": type(sampler).__name__, "samples": 0, "site": sites.get(id(rb), "?"),
                                            "updates": 0, "update_sites": [], "values": 0, "negative": 0, "nan": 0,
-                                           "min": None, "max": None})
+                                           "min": None, "max": None, "sampler_updates": 0, "one_value": 0, "raised": 0, "error": None})
 
     def on_sample(rb, out):
         info = info_for(rb)
         if info is not None:
             info["samples"] += 1
 
-    def on_user_update(rb, method, site):
+    def on_user_update(rb, method, site, error=None):
         info = info_for(rb)
-        if info is not None:
-            info["updates"] += 1
-            if site not in info["update_sites"] and len(info["update_sites"]) < 3:
-                info["update_sites"].append(site)
+        if info is None:
+            return
+        if error is not None:
+            info["raised"] += 1
+            info["error"] = info["error"] or f"{error} (at {site})"
+            return
+        info["updates"] += 1
+        if site not in info["update_sites"] and len(info["update_sites"]) < 3:
+            info["update_sites"].append(site)
 
-    def on_priority(sampler, priority, in_extend):
+    def on_priority(sampler, priority, in_extend, index=None):
         info = buffers.get(by_sampler.get(id(sampler), -1))
         if info is None or in_extend or priority is None:
             return
         p = torch.as_tensor(priority).detach().float().reshape(-1)
+        n_index = torch.as_tensor(index).numel() if index is not None else p.numel()
+        info["sampler_updates"] += 1
+        if n_index >= 2 and p.numel() and bool((p == p[0]).all()):
+            info["one_value"] += 1
         info["values"] += p.numel()
         info["negative"] += int((p < 0).sum())
         info["nan"] += int(p.isnan().sum())
@@ -63,7 +80,13 @@ def install(hub) -> None:
             info["min"] = lo if info["min"] is None else min(info["min"], lo)
             info["max"] = hi if info["max"] is None else max(info["max"], hi)
 
-    hub.on("rb_built", lambda rb, site: info_for(rb))
+    sites: dict[int, str] = {}
+
+    def on_built(rb, site):
+        sites[id(rb)] = site
+        info_for(rb)
+
+    hub.on("rb_built", on_built)
     hub.on("rb_sample", on_sample)
     hub.on("rb_user_priority", on_user_update)
     hub.on("sampler_priority", on_priority)
@@ -79,17 +102,27 @@ def judge(observed: dict) -> str:
     if not buffers:
         raise sr.CheckSkipped("no prioritized replay buffer was sampled")
     faults, notes = [], []
+    if not any(b["negative"] or b["nan"] for b in buffers):  # a negative priority is a fault at once
+        need(max(b["samples"] for b in buffers), MIN_SAMPLES, "prioritized replay buffers", "sample() calls")
     for b in buffers:
-        name = f"{b['cls']} with {b['sampler']}"
+        name = f"{b['cls']} with {b['sampler']} (built at {b.get('site', '?')})"
+        raised = (f"; {b['raised']} update calls raised and updated nothing (the first: {b['error']})" if b.get("raised") else "")
+        sites = ", ".join(b["update_sites"]) or "?"
         if b["negative"] or b["nan"]:
             faults.append(f"{name}: {b['negative']} negative and {b['nan']} NaN priorities of {b['values']} given (min {_g(b['min'])}): (priority + eps) ** alpha "
                           "is NaN for a negative value, and the next sample() then fails with 'OverflowError: Range exceeds valid bounds'; fix: pass td_error.abs() (or clamp_min(0)) as the priority")
-        elif b["samples"] >= 2 and not b["updates"]:
-            faults.append(f"{name} was sampled {b['samples']} times and its priorities never updated: every item keeps the default priority, so "
+        elif not b["updates"]:
+            faults.append(f"{name} was sampled {b['samples']} times and its priorities never updated{raised}: every item keeps the default priority, so "
                           "sampling is uniform and the importance weights constant; fix: after the loss, rb.update_priority(batch['index'], "
                           "td_error.abs()) or, with a TensorDictPrioritizedReplayBuffer, rb.update_tensordict_priority(batch) (DQNLoss writes 'td_error')")
+        elif b.get("one_value", 0) >= max(2, 0.8 * b.get("sampler_updates", 0)):
+            faults.append(f"{name}: {b['one_value']} of its {b['sampler_updates']} priority updates (at {sites}) gave one value for every sampled index "
+                          "(a batch's mean loss, a scalar, an expanded tensor): priorities then say nothing about which item is worth replaying; "
+                          "fix: pass the per-item error, rb.update_priority(batch['index'], td_error.abs()) with td_error of shape [batch] "
+                          "(the loss writes it into the sampled batch: loss.tensor_keys.priority), or rb.update_tensordict_priority(batch) "
+                          "right after the loss call, without overwriting it")
         else:
-            notes.append(f"{name}: {b['samples']} samples, {b['updates']} priority updates (at {', '.join(b['update_sites']) or '?'}; priorities {_g(b['min'])} to {_g(b['max'])})")
+            notes.append(f"{name}: {b['samples']} samples, {b['updates']} priority updates (at {sites}; priorities {_g(b['min'])} to {_g(b['max'])}){raised}")
     if faults:
         raise sr.CheckFailed(" | ".join(faults))
     return "; ".join(notes)

@@ -1,10 +1,13 @@
 """transforms: are the env transforms the script built actually applied?
 
 It records every ``TransformedEnv`` (its base env, its transforms, where it was built,
-whether ``append_transform`` made it) and counts the steps and resets each env object ran:
-a ``TransformedEnv``'s through its ``_step``/``_reset`` (a ``SerialEnv`` steps its sub-envs
-that way, never through ``step``: torchrl/envs/batched_envs.py 0.14.1), a base env's through
-``step``. The sub-envs of a ``ParallelEnv`` or of a multi-process collector run in worker
+whether ``append_transform`` made it, whether user code or torchrl built it: a collector
+wraps the env it is given, ``Collector(env, ..., max_frames_per_traj=N)`` adds a
+``StepCounter``, and builds the env a factory returns) and counts the steps and resets each
+env object ran, where they run: ``_step``/``_reset`` (a ``SerialEnv`` steps its sub-envs
+through ``_step``, never ``step``: torchrl/envs/batched_envs.py 0.14.1; a ``TransformedEnv``
+steps its base env the same way). Only an env the user's code built can be "never used";
+one torchrl built counts for the base env it wraps. The sub-envs of a ``ParallelEnv`` or of a multi-process collector run in worker
 processes, which are not instrumented: the row says they are not counted.
 Faults: a ``TransformedEnv`` never stepped nor reset while its base env was stepped
 directly (``env.append_transform(t)`` on a plain env returns a new ``TransformedEnv`` and
@@ -15,6 +18,8 @@ observation of every episode is untransformed: pytorch/rl#2595); an ``Observatio
 used before its statistics are set (the run stops on "Loc/Scale have not been
 initialized"; statistics taken on another env instance than the one collected from, or
 never: pytorch/rl#565, pytorch/rl#699).
+
+Minimum evidence: MIN_STEPS steps of the envs in use.
 
 Facts (torchrl 0.14.1, torchrl/envs/common.py and torchrl/envs/transforms/_base.py): the
 three behaviours above (tests/test_audit_facts.py reproduces each).
@@ -27,7 +32,10 @@ from collections import Counter
 
 import skill_report as sr
 
+from .evidence import need
+
 NAME = "transforms"
+MIN_STEPS = 10
 
 
 def _transforms(env) -> list:
@@ -43,7 +51,8 @@ def install(hub) -> None:
     from .tdtools import ObjectKeys
 
     sec = hub.section(NAME)
-    steps: dict[int, int] = {}
+    steps: dict[int, int] = {}  # a TransformedEnv's _step calls
+    direct: dict[int, int] = {}  # a base env's step calls
     resets: dict[int, int] = {}
     envs: dict[int, dict] = {}
     appended: dict[int, str] = {}
@@ -56,12 +65,29 @@ def install(hub) -> None:
         overrides = any(getattr(cls, m) is not getattr(Transform, m) for m in ("_call", "_apply_transform"))
         return overrides and getattr(cls, "_reset") is getattr(Transform, "_reset")
 
+    counted_classes: set = set()
+    private: dict[int, int] = {}
+
+    def count_private_steps(env):
+        """Count ``_step`` calls of ``env``'s class: every use of a base env, also through a
+        TransformedEnv or a SerialEnv (wrapped once per class, on the first instance built). A
+        ``_step`` that is a classmethod (``PendulumEnv``'s) has no instance to count: its env's
+        ``step`` calls count instead."""
+        cls = type(env)
+        if cls in counted_classes or isinstance(env, TransformedEnv):
+            return
+        counted_classes.add(cls)
+        owner = next((k for k in cls.__mro__ if "_step" in k.__dict__), None)
+        if owner is not None and not isinstance(owner.__dict__["_step"], (classmethod, staticmethod)):
+            _count_calls(owner, "_step", lambda env: count(private, env))
+
     def on_env(env, site, by_user=True):
-        if isinstance(env, TransformedEnv) and by_user and key_of(env) not in envs:
+        count_private_steps(env)
+        if isinstance(env, TransformedEnv) and key_of(env) not in envs:
             envs[key_of(env)] = {"ref": weakref.ref(env), "site": site, "base": key_of(getattr(env, "base_env", None)),
-                             "base_cls": type(getattr(env, "base_env", None)).__name__,
-                             "transforms": [type(t).__name__ for t in _transforms(env)],
-                             "reset_skipped": [type(t).__name__ for t in _transforms(env) if user_overrides(t)]}
+                                 "base_cls": type(getattr(env, "base_env", None)).__name__, "by_user": bool(by_user),
+                                 "transforms": [type(t).__name__ for t in _transforms(env)],
+                                 "reset_skipped": [type(t).__name__ for t in _transforms(env) if user_overrides(t)]}
 
     def summarise():
         out = []
@@ -73,15 +99,16 @@ def install(hub) -> None:
             if env is not None:  # transforms appended later count too; a dropped env is gone by now
                 ts = _transforms(env)
                 info["transforms"] = [type(t).__name__ for t in ts]
-                info["reset_skipped"] = [type(t).__name__ for t in ts if user_overrides(t)]
+                info["reset_skipped"] = [f"{type(t).__name__} (defined at {_defined_at(type(t))})" for t in ts if user_overrides(t)]
             else:
                 ts = []
             norms = [{"initialised": bool(getattr(t, "initialized", True)), "keys": [str(k) for k in t.in_keys]}
                      for t in ts if isinstance(t, ObservationNorm)]
             out.append({
                 "site": info["site"], "base_cls": info["base_cls"], "base_id": info["base"], "steps": steps.get(key, 0), "resets": resets.get(key, 0),
-                # the base env's use: direct steps, or steps through another TransformedEnv
-                "base_steps": steps.get(info["base"], 0) + by_base[info["base"]] - steps.get(key, 0), "appended_at": appended.get(key),
+                "by_user": info["by_user"],
+                # the base env's use: its _step calls, direct or through any TransformedEnv or batched env
+                "base_steps": max(used(info["base"]), by_base[info["base"]] - steps.get(key, 0)), "appended_at": appended.get(key),
                 "transforms": info["transforms"], "reset_skipped": info["reset_skipped"],
                 "norms": norms,
             })
@@ -90,19 +117,71 @@ def install(hub) -> None:
     def count(table, env):
         table[key_of(env)] = table.get(key_of(env), 0) + 1
 
+    def used(key) -> int:
+        """Steps of a base env: its ``_step`` calls (every use), or its ``step`` calls."""
+        return max(private.get(key, 0), direct.get(key, 0))
+
     hub.on("env_built", on_env)
     # A TransformedEnv's steps and resets are counted where they run (its _step/_reset), so the
     # sub-envs a SerialEnv steps through _step count too; a base env's own steps are its step calls.
-    hub.on("env_step", lambda env, out: None if isinstance(env, TransformedEnv) else count(steps, env))
+    hub.on("env_step", lambda env, out: None if isinstance(env, TransformedEnv) else count(direct, env))
     hub.on("transformed_step", lambda env: count(steps, env))
     hub.on("transformed_reset", lambda env: count(resets, env))
     def on_append(env, ret, site):
-        if ret is not env:  # a plain env's append_transform builds a new TransformedEnv
+        if ret is not env:  # a plain env's append_transform builds a new TransformedEnv (inside torchrl, for the user)
             appended[key_of(ret)] = site
             on_env(ret, site)
+            envs[key_of(ret)]["by_user"] = True
 
     hub.on("append_transform", on_append)
     hub.summariser(summarise)
+
+
+def _count_calls(owner, name: str, counted) -> None:
+    """Call ``counted(self)`` after each ``name`` call of ``owner`` and of its subclasses that
+    override it with a plain function (classmethods and staticmethods are left alone; a
+    ``super()`` chain counts once)."""
+    import functools
+
+    from .patches import _subclasses
+
+    active: set = set()
+    for klass in _subclasses(owner):
+        fn = klass.__dict__.get(name)
+        if fn is None or isinstance(fn, (classmethod, staticmethod)) or getattr(fn, "_audit_wrapped", False) or not callable(fn):
+            continue
+
+        def make(fn):
+            @functools.wraps(fn)
+            def wrapper(self, *args, **kwargs):
+                if id(self) in active:
+                    return fn(self, *args, **kwargs)
+                active.add(id(self))
+                try:
+                    out = fn(self, *args, **kwargs)
+                finally:
+                    active.discard(id(self))
+                try:
+                    counted(self)
+                except Exception:  # counting must never change the user's run
+                    pass
+                return out
+
+            wrapper._audit_wrapped = True
+            return wrapper
+
+        setattr(klass, name, make(fn))
+
+
+def _defined_at(cls) -> str:
+    """``file.py:LINE`` of a class definition (where a fix goes), or ``?``."""
+    import inspect
+    from pathlib import Path
+
+    try:
+        return f"{Path(inspect.getsourcefile(cls)).name}:{inspect.getsourcelines(cls)[1]}"
+    except (OSError, TypeError):
+        return "?"
 
 
 def judge(observed: dict) -> str:
@@ -121,7 +200,7 @@ def judge(observed: dict) -> str:
         # the inner one is then unused but its transforms are not lost.
         merged = any(o is not e and o["base_id"] == e["base_id"] and (o["steps"] or o["resets"])
                      and set(e["transforms"]) <= set(o["transforms"]) for o in envs)
-        if e["steps"] == 0 and e["resets"] == 0 and e["base_steps"] > 0 and not merged:
+        if e["steps"] == 0 and e["resets"] == 0 and e["base_steps"] > 0 and not merged and e.get("by_user", True):
             how = "env.append_transform(...) returns a new TransformedEnv and leaves env unchanged" if e["appended_at"] else "the script steps the base env, not the TransformedEnv"
             faults.append(f"{name} was never stepped, while its base {e['base_cls']} was stepped {e['base_steps']} times without it: {how}; "
                           "fix: env = env.append_transform(...) (keep the return value) and hand that env to the collector")
@@ -131,14 +210,16 @@ def judge(observed: dict) -> str:
         if e["reset_skipped"] and e["resets"]:
             names = ", ".join(e["reset_skipped"])
             faults.append(f"{names} in {name} overrides _call but not _reset, and the env was reset {e['resets']} times: at each reset its "
-                          "output is untransformed (Transform._reset returns the reset TensorDict unchanged, pytorch/rl#2595); fix: add "
-                          "def _reset(self, tensordict, tensordict_reset): return self._call(tensordict_reset)")
+                          "output is untransformed (Transform._reset returns the reset TensorDict unchanged, pytorch/rl#2595); fix: add to that "
+                          "class def _reset(self, tensordict, tensordict_reset): return self._call(tensordict_reset)")
     if faults:  # the workers of a SerialEnv share one fault: say it once, with the count
         counts = {f: faults.count(f) for f in faults}
         raise sr.CheckFailed(" | ".join(f if n == 1 else f"{n} envs: {f}" for f, n in counts.items()))
     if not used:
         raise sr.CheckSkipped("no TransformedEnv was stepped in the main process")
-    shown = Counter(f"{'+'.join(e['transforms'])} ({e['steps']} steps, {e['resets']} resets" for e in envs if (e["steps"] or e["resets"]) and e["transforms"])
+    need(max(e["steps"] for e in envs), MIN_STEPS, "TransformedEnvs in use", "steps")
+    shown = Counter(f"{'+'.join(e['transforms'])} ({e['steps']} steps, {e['resets']} resets{'' if e.get('by_user', True) else ', built by torchrl at ' + e['site']}"
+                    for e in envs if (e["steps"] or e["resets"]) and e["transforms"])
     workers = observed["meta"].get("workers", [])
     blind = f"; not counted: the envs inside the worker processes of {', '.join(workers)} (not instrumented)" if workers else ""
     return (f"{used} TransformedEnv(s) used, with the steps and resets each one ran (the sub-envs of a SerialEnv included): "

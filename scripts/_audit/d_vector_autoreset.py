@@ -20,8 +20,9 @@ import skill_report as sr
 NAME = "vector-autoreset"
 
 
-def _vector_env(env):
-    """The gymnasium vector env under ``env`` (through TransformedEnv.base_env), or None."""
+def _vector_env(env, with_owner: bool = False):
+    """The gymnasium vector env under ``env`` (through TransformedEnv.base_env and a SerialEnv's
+    first sub-env), or None; ``with_owner``: ``(vector env, the torchrl env holding it)``."""
     from .tdtools import own_attr
 
     for _ in range(10):
@@ -29,8 +30,10 @@ def _vector_env(env):
             return None
         inner = own_attr(env, "_env")
         if inner is not None and type(inner).__module__.startswith("gymnasium.vector") and hasattr(inner, "num_envs"):
-            return inner
-        env = own_attr(env, "base_env")
+            return inner if not with_owner else (inner, env)
+        workers = own_attr(env, "_envs")  # a SerialEnv's sub-envs live in this process
+        base = own_attr(env, "base_env")
+        env = base if base is not None else (workers[0] if isinstance(workers, (list, tuple)) and workers else None)
     return None
 
 
@@ -41,12 +44,12 @@ def install(hub) -> None:
     envs: dict[int, dict] = {}
     pending: dict[int, list] = {}
 
-    def follow(env, td, key, fresh=False):
+    def follow(env, td, key, fresh=False, site="?"):
         vec = _vector_env(env)
         if vec is None or td is None or td.batch_dims == 0:
             return
         mode = getattr(vec, "autoreset_mode", None)
-        info = envs.setdefault(key, {"cls": type(vec).__name__, "num_envs": int(vec.num_envs),
+        info = envs.setdefault(key, {"cls": type(vec).__name__, "num_envs": int(vec.num_envs), "site": site,
                                      "mode": str(getattr(mode, "name", mode) or "NEXT_STEP (gymnasium < 1.1)"),
                                      "boundaries": 0, "after_rewards": []})
         ends = episode_end(td)
@@ -69,8 +72,19 @@ def install(hub) -> None:
             carried[r] = prev
         pending[key] = carried
 
-    hub.on("collector_batch", lambda col, batch: follow(own_attr(col, "env"), batch, id(col)))
-    hub.on("env_rollout", lambda env, policy, td: follow(env, td, id(env), fresh=True))
+    env_sites: dict[int, str] = {}
+
+    def on_env(env, site, by_user=True):
+        if type(env).__name__ in ("GymEnv", "GymWrapper"):
+            env_sites.setdefault(id(env), site)
+
+    def site_of(env):
+        found = _vector_env(env, with_owner=True)
+        return env_sites.get(id(found[1]), "?") if found else "?"
+
+    hub.on("env_built", on_env)
+    hub.on("collector_batch", lambda col, batch: follow(own_attr(col, "env"), batch, id(col), site=site_of(own_attr(col, "env"))))
+    hub.on("env_rollout", lambda env, policy, td: follow(env, td, id(env), fresh=True, site=site_of(env)))
     hub.summariser(lambda: sec.__setitem__("envs", list(envs.values())))
 
 
@@ -80,7 +94,7 @@ def judge(observed: dict) -> str:
         raise sr.CheckSkipped("no gymnasium vector env (GymEnv(..., num_envs=N)) in the main process")
     faults, notes = [], []
     for e in envs:
-        name = f"{e['cls']}(num_envs={e['num_envs']}, autoreset_mode={e['mode']})"
+        name = f"{e['cls']}(num_envs={e['num_envs']}, autoreset_mode={e['mode']}) under the env built at {e.get('site', '?')}"
         rewards = e["after_rewards"]
         if e["mode"].startswith("NEXT_STEP"):
             seen = (f"after {e['boundaries']} episode ends the next transition had reward {sorted(set(rewards))[:5]} and an ignored action"

@@ -6,7 +6,9 @@ listeners run after it (or before, for budget checkpoints). Methods are wrapped 
 class named and on every already-imported subclass that overrides them, with a guard so
 that a ``super()`` chain reports once. Names are those of torchrl 0.14.1 / torch 2.14.
 
-Events (arguments): ``loss_built(loss, site)``, ``loss_forward(loss, td, out)``,
+Events (arguments): ``loss_built(loss, site)``, ``loss_forward(loss, td, out)`` (``loss(td)``, or one
+of its parts called from outside the loss, ``loss.value_loss(td)``: ``out`` is then what that
+method returned, often a ``(tensor, metadata)`` tuple),
 ``optimizer_pre_step(opt)``, ``optimizer_step(opt)``, ``updater_built(upd, site)``,
 ``updater_step(upd)``, ``collector_built(col, site)``, ``collector_batch(col, batch)``,
 ``env_built(env, site, by_user)``, ``env_step(env, td_out)``, ``env_reset(env, td_out)``,
@@ -17,7 +19,9 @@ also the sub-env steps a ``SerialEnv`` makes through ``_step``),
 ``EnvBase._set_seed`` or ``_reset``: emitted by d_env_seeding's own wrapper of it),
 ``append_transform(env, returned, site)``, ``estimator_call(est, td, loss)``,
 ``rb_built(rb, site)``, ``rb_extend(rb, data)``, ``rb_sample(rb, out)``,
-``rb_user_priority(rb, method, site)``, ``sampler_priority(sampler, priority, in_extend)``,
+``rb_user_priority(rb, method, site, error)`` (when the call ended: ``error`` is None, or
+``"TypeName: message"`` for a call that raised), ``sampler_priority(sampler, priority,
+in_extend, index)`` (after the call returned: an update that raised is not reported),
 ``explore_step(module, frames)``, ``td_read(td, key, site)``.
 """
 
@@ -159,6 +163,9 @@ def install(hub) -> None:
         return out
 
     LossModule.__call__ = loss_call
+    from .loss_parts import install_loss_methods
+
+    install_loss_methods(hub, LossModule, _state)
 
     wrap(hub, TargetNetUpdater, "__init__", after=lambda s, a, k, o: hub.emit("updater_built", s, user_site()))
     wrap(hub, TargetNetUpdater, "step", after=lambda s, a, k, o: hub.emit("updater_step", s))
@@ -246,9 +253,10 @@ def install(hub) -> None:
     wrap(hub, ReplayBuffer, "extend", after=lambda s, a, k, o: hub.emit("rb_extend", s, a[0] if a else k.get("data")), around=extend_around)
     wrap(hub, ReplayBuffer, "sample", after=lambda s, a, k, out: hub.emit("rb_sample", s, out))
     for klass, meth in ((ReplayBuffer, "update_priority"), (TensorDictReplayBuffer, "update_tensordict_priority")):
-        wrap(hub, klass, meth, before=_user_priority(hub, meth))
+        wrap(hub, klass, meth, around=_user_priority(hub, meth))
     wrap(hub, PrioritizedSampler, "update_priority",
-         before=lambda s, a, k: hub.emit("sampler_priority", s, a[1] if len(a) > 1 else k.get("priority"), st().extend_depth > 0))
+         after=lambda s, a, k, o: hub.emit("sampler_priority", s, a[1] if len(a) > 1 else k.get("priority"), st().extend_depth > 0,
+                                           a[0] if a else k.get("index")))
 
     # --- exploration modules ------------------------------------------------------------
     for name in ("EGreedyModule", "AdditiveGaussianModule", "OrnsteinUhlenbeckProcessModule"):
@@ -268,11 +276,24 @@ def _opt_pre(hub, opt):
 
 
 def _user_priority(hub, meth):
-    def before(self, a, k):
-        if caller_is_user():
-            hub.emit("rb_user_priority", self, meth, user_site())
+    """``around`` for a buffer's priority update: reports a call from user code when it ends,
+    with the error it raised (a call that raised updated nothing)."""
 
-    return before
+    class Around:
+        def __init__(self, rb):
+            self.rb = rb
+            self.site = user_site() if caller_is_user() else None
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, kind, err, tb):
+            if self.site is not None and (kind is None or issubclass(kind, Exception)):
+                error = None if kind is None else f"{kind.__name__}: {str(err).splitlines()[0][:160] if str(err) else ''}"
+                _guarded(hub, lambda: hub.emit("rb_user_priority", self.rb, meth, self.site, error))
+            return False
+
+    return lambda self, a, k: Around(self)
 
 
 class _Depth:

@@ -23,6 +23,21 @@ def model():
     return _tiny_llm.make_causal_lm(tokenizer(), seed=0)
 
 
+def generated_batch():
+    """``(actor, td)``: a ChatEnv reset and a 2-token generation (``("log_probs",
+    "response")`` only), with a generate=False TransformersWrapper on the same model."""
+    import torch
+    from smoke_llm_grpo import make_chat_env
+    from torchrl.modules.llm import TransformersWrapper
+
+    lm = model()
+    torch.manual_seed(0)
+    policy = TransformersWrapper(lm, tokenizer=tokenizer(), input_mode="history", generate=True, return_log_probs=True,
+                                 generate_kwargs={"max_new_tokens": 2, "do_sample": True})
+    actor = TransformersWrapper(lm, tokenizer=tokenizer(), input_mode="history", generate=False, return_log_probs=True)
+    return actor, policy(make_chat_env(tokenizer()).reset())
+
+
 def scored_batch(requires_grad: bool):
     """``(actor, td)``: a ChatEnv reset, a 2-token generation, and its log-probs recomputed
     by a generate=False TransformersWrapper, with or without gradient tracking."""

@@ -1,4 +1,5 @@
-"""A small PPO-style setup written against torchrl 0.14.1 (the drift scanner's clean example).
+"""A small PPO run written against torchrl 0.14.1: the drift scanner's clean example and the
+run audit_run.py audits by default, so it trains for real (8 optimizer steps on 4 batches).
 
 Runs on CPU in seconds: python sub-skills/development-and-testing/assets/modern_example.py
 """
@@ -39,16 +40,23 @@ def main():
     critic = ValueOperator(nn.Linear(3, 1), in_keys=["observation"])
     loss = ClipPPOLoss(actor, critic, entropy_coeff=0.01, critic_coeff=1.0)
     gae = GAE(gamma=0.99, lmbda=0.95, value_network=critic)
+    optim = torch.optim.Adam(loss.parameters(), lr=3e-4)
     collector = Collector(
-        make_env, actor, frames_per_batch=16, total_frames=16, exploration_type=ExplorationType.RANDOM
+        make_env, actor, frames_per_batch=64, total_frames=256, exploration_type=ExplorationType.RANDOM
     )
-    rb = ReplayBuffer(storage=LazyTensorStorage(16))
+    rb = ReplayBuffer(storage=LazyTensorStorage(64), batch_size=32)
     try:
         for batch in collector:
             log_prob = batch["action_log_prob"]  # was "sample_log_prob" before 0.9
-            gae(batch)
-            losses = loss(batch)
+            with torch.no_grad():
+                gae(batch)
             rb.extend(batch.reshape(-1))
+            for _ in range(2):
+                losses = loss(rb.sample())
+                total = losses["loss_objective"] + losses["loss_critic"] + losses["loss_entropy"]
+                optim.zero_grad()
+                total.backward()
+                optim.step()
             print(f"log_prob {tuple(log_prob.shape)}, loss_objective {losses['loss_objective'].item():.3f}")
     finally:
         collector.shutdown()

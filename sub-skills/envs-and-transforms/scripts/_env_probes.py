@@ -162,11 +162,29 @@ def expected_mask_shape(action_spec) -> tuple[int, ...] | None:
     return None
 
 
+def _mask_error(action_spec, shape) -> str | None:
+    """The error an all-True bool mask of ``shape`` meets over ``action_spec``, as ActionMask
+    meets it: ``update_mask``, then one draw (a MultiCategorical takes a mask of any last
+    dim and fails only when it samples); None when both work. Read from the live spec, so
+    what it accepts (broadcasting, a Categorical's reshape of n flags) is the library's."""
+    import torch
+
+    spec = action_spec.clone()
+    try:
+        spec.update_mask(torch.ones(shape, dtype=torch.bool))
+        spec.rand()
+    except Exception as err:
+        text = str(err).strip().splitlines()
+        return f"{type(err).__name__}: {text[0] if text else ''}"
+    return None
+
+
 def action_mask_mismatch(env) -> str | None:
     """What is wrong with the mask an ``ActionMask`` on ``env`` reads, or None.
 
-    Compares the mask spec (observation or state spec, key ``mask_key``) with
-    :func:`expected_mask_shape` of the action spec, and its dtype with bool.
+    The mask spec (observation or state spec, key ``mask_key``) must be bool, and a mask of
+    its shape must work on the action spec (:func:`_mask_error`). The shape offered as the
+    fix is :func:`expected_mask_shape`, and only when it works on that very spec.
     """
     import torch
     from torchrl.envs import ActionMask
@@ -180,14 +198,43 @@ def action_mask_mismatch(env) -> str | None:
         for spec in (env.full_observation_spec, env.full_state_spec):
             if mask_key in spec.keys(True, True):
                 mask = spec[mask_key]
-        want = expected_mask_shape(action)
-        if mask is None or want is None:
+        if mask is None:
             continue
-        name = f"{type(action).__name__}{tuple(action.shape)}"
-        if tuple(mask.shape) != want:
-            return f"mask {mask_key!r} has shape {tuple(mask.shape)}; ActionMask over {name} needs {want}"
         if mask.dtype != torch.bool:
             return f"mask {mask_key!r} is {mask.dtype}; ActionMask needs torch.bool"
+        error = _mask_error(action, tuple(mask.shape))
+        if error is None:
+            continue
+        name = f"{type(action).__name__}{tuple(action.shape)}"
+        want = expected_mask_shape(action)
+        works = f"; it needs {want}" if want is not None and _mask_error(action, want) is None else ""
+        return f"mask {mask_key!r} has shape {tuple(mask.shape)}: ActionMask over {name} raises {error}{works}"
+    return None
+
+
+def gym_flat_multidiscrete(env) -> str | None:
+    """What a gymnasium ``MultiDiscrete`` env under ``env`` would receive from
+    ``GymWrapper`` when that is not in its action space, else None.
+
+    torchrl 0.11.0 (pytorch/rl#3342, still in 0.14.1) turns a 1-D ``MultiDiscrete(nvec)``
+    with an ``"action_mask"`` observation shaped ``nvec`` into one ``Categorical``/``OneHot``
+    over ``prod(nvec)`` and hands the gym env that flat index. Read by effect: a drawn
+    action through ``GymWrapper.read_action`` (what ``_step`` passes on) against the gym
+    ``action_space.contains``.
+    """
+    import numpy as np
+
+    base = base_env(env)
+    for candidate in [base, *(vars(base).get("_envs") or [])]:
+        space = getattr(vars(candidate).get("_env"), "action_space", None)
+        if type(space).__name__ != "MultiDiscrete" or not hasattr(candidate, "read_action"):
+            continue
+        spec = candidate.action_spec
+        sent = candidate.read_action(spec.rand())
+        if not space.contains(np.asarray(sent, dtype=space.dtype)):
+            return (f"GymWrapper made the gym env's MultiDiscrete({np.asarray(space.nvec).tolist()}) action a "
+                    f"{type(spec).__name__}{tuple(spec.shape)} and env.step hands the gym env {sent!r}, "
+                    "which its action_space does not contain")
     return None
 
 
@@ -347,4 +394,4 @@ def done_note(env, td, steps: int) -> str:
         return f"{how}; no done flag was set in these {steps} steps"
     shown = ", ".join(map(str, at[:6])) + (", ..." if len(at) > 6 else "")
     return (f"{how}; done was set {count} time(s), at step index(es) {shown} (each followed by a reset); "
-            "the default break_when_any_done=True would have stopped at the first one")
+            "a plain env.rollout(n) (break_when_any_done unset, read as True) would have stopped at the first one")

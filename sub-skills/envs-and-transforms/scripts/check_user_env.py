@@ -4,9 +4,10 @@ TARGET is path/to/file.py:NAME or package.module:NAME (found from the current fo
 NAME is a factory function or an EnvBase subclass, called with no arguments to get the env
 (an EnvBase: TransformedEnv, SerialEnv, GymEnv count). No TARGET: the bundled known-good
 example env. Checks, in order: a static scan for worker processes started at import time
-(no `if __name__ == "__main__":`), building the env, root spec shapes vs batch_size, a
+(no `if __name__ == "__main__":`), building the env (and starting a ParallelEnv's workers), root spec shapes vs batch_size, a
 gymnasium vector env in NEXT_STEP autoreset mode, the reset output (no reward, every
-observation key, transforms applied, action masks that fit), batched copies that share
+observation key, transforms applied, action masks that fit, no gymnasium MultiDiscrete action handed to
+the gym env as one flat index), batched copies that share
 one seed, check_env_specs, a rollout compared key by key with the specs under "next", a
 batched input, same seed -> same rollout, env.set_seed leaving torch's global RNG alone,
 terminated used as a time limit, the transforms named by --expect-transform, and no
@@ -16,7 +17,7 @@ reset output is reported as the root cause of the failures it triggers later. Ea
 runs at most --timeout seconds.
 
 Testing seams (used by the tests): EnvFault, diagnosed, diagnose, unguarded_process_starts,
-gym_vector_autoreset, transforms_skipping_reset, expected_mask_shape, global_rng_after_set_seed,
+gym_vector_autoreset, gym_flat_multidiscrete, transforms_skipping_reset, expected_mask_shape, global_rng_after_set_seed,
 fixed_terminal_length, transform_state_changes, restored_step_gaps, CHECKS and the check_* functions."""
 
 from __future__ import annotations
@@ -30,9 +31,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _user_code as uc  # noqa: E402
 import skill_report as sr  # noqa: E402
 from _env_causes import ROOT_CAUSES, EnvFault, diagnose, diagnosed, fault_from  # noqa: E402,F401
+from _env_workers import start_workers, worker_envs  # noqa: E402
 from _env_probes import (  # noqa: E402,F401
     action_mask_mismatch, base_env, copies_identical, done_note, episodes_from_rollout, expected_mask_shape,
-    fixed_terminal_length, global_rng_after_set_seed, gym_vector_autoreset, root_spec_shapes, seeded_rollout, spec_of,
+    fixed_terminal_length, global_rng_after_set_seed, gym_flat_multidiscrete, gym_vector_autoreset, root_spec_shapes, seeded_rollout, spec_of,
     step_against_specs, transform_chain, transforms_skipping_reset, unguarded_process_starts,
 )
 from _transform_state import restored_step_gaps, rewritten_state, transform_state_changes  # noqa: E402,F401
@@ -76,8 +78,9 @@ def check_static(target):
 
 
 def check_build(target, guarded, cleanup):
-    """Import the target (exit 2 when that fails) and call the factory. ``guarded``: the
-    static scan passed, so importing cannot start workers."""
+    """Import the target (exit 2 when that fails), call the factory, and start the workers of
+    a ParallelEnv (a worker that cannot import user code fails here as a loading problem).
+    ``guarded``: the static scan passed, so importing cannot start workers."""
     from torchrl.envs import EnvBase
 
     factory = uc.load_attr(target)
@@ -90,7 +93,12 @@ def check_build(target, guarded, cleanup):
     if isinstance(env, EnvBase):
         cleanup.callback(_close, env)
     sr.expect(isinstance(env, EnvBase), f"{target.label}() returned {type(env).__name__}, not a torchrl EnvBase")
-    return sr.Passed(f"{target.label} -> {type(env).__name__}, batch_size {list(env.batch_size)}", env)
+    problem = start_workers(env)  # a worker that cannot import user code is named here, not blamed on the env later
+    if problem:
+        raise sr.CheckFailed(problem)
+    started = sum(penv.num_workers for penv in worker_envs(env))
+    workers = f"; its {started} worker processes started and built their envs" if started else ""
+    return sr.Passed(f"{target.label} -> {type(env).__name__}, batch_size {list(env.batch_size)}{workers}", env)
 
 
 @diagnosed
@@ -130,6 +138,9 @@ def check_reset(env):
     mask = action_mask_mismatch(env)
     if mask:  # reset may pass; sampling an action then raises (split_with_sizes for MultiCategorical)
         raise EnvFault("action-mask-mismatch", mask)
+    flat = gym_flat_multidiscrete(env)
+    if flat:  # no error anywhere: the gym env gets a flat index for a [row, col] action
+        raise EnvFault("gym-multidiscrete-flat-action", flat)
     skipping = transforms_skipping_reset(env, td)
     if skipping:
         seen = "; ".join(f"{name} changes {changed} at step, not in the reset output" for name, changed in skipping)

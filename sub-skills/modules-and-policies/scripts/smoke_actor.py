@@ -237,9 +237,9 @@ def check_masked_categorical(args) -> str:
 def check_noisy_linear(args) -> str:
     """NoisyLinear adds its noise only under ExplorationType.RANDOM (pytorch/rl#3082 fixing
     #875/#3069); train()/eval() does not switch it, and forward does not resample
-    (reset_noise does). The switch is ``use_exploration_type``: absent in torchrl 0.11 (skipped), opt-in in 0.12 (default None, unset: turned on here and said; an explicit False is
-    checked as it is),
-    the default from 0.13 (read from the installed signature)."""
+    (reset_noise does). The switch is ``use_exploration_type``, read from the installed
+    signature: absent in torchrl 0.11 (skipped), opt-in in 0.12 (default None; unset, it is
+    turned on here and said; an explicit False is checked as it is), the default since 0.13."""
     import inspect
 
     import torch

@@ -1,6 +1,8 @@
-"""Finding a TorchRL/TensorDict name for ``scripts/explain.py``: the public names of the
-installed library, read from each public module's ``__all__`` without importing it, and
-the import of only the module that holds the asked name.
+"""Finding a TorchRL/TensorDict name for ``scripts/explain.py``: the public names of every
+public module of the installed library (``index.py``: read from source, nothing
+imported), and the import of only the module that holds the asked name. A name whose
+module cannot be imported because an optional dependency is absent is :class:`NeedsBackend`
+("needs hydra-core"), never "not in torchrl".
 
 Forms accepted: a short name (``ClipPPOLoss``), a dotted path
 (``torchrl.envs.TransformedEnv``) and a member (``ReplayBuffer.extend``,
@@ -10,53 +12,18 @@ while importing unless the name lives with them (:func:`hide_backends`).
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import difflib
 import functools
 import importlib
 import importlib.util
-import io
 import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-# The public modules issue 12 names; their ``__all__`` is what "every public name" means.
-PUBLIC_MODULES = (
-    "torchrl.envs",
-    "torchrl.envs.transforms",
-    "torchrl.collectors",
-    "torchrl.data",
-    "torchrl.data.replay_buffers",
-    "torchrl.modules",
-    "torchrl.objectives",
-    "torchrl.objectives.value",
-    "torchrl.trainers",
-    "torchrl.envs.llm",
-    "torchrl.modules.llm",
-    "torchrl.objectives.llm",
-    "torchrl.collectors.llm",
-    "torchrl.data.llm",
-    "torchrl.services",
-    "torchrl.data.vla",
-    "tensordict",
-    "tensordict.nn",
-)
-# Searched too for a short name (after PUBLIC_MODULES), but not part of "every public name".
-EXTRA_MODULES = (
-    "torchrl.envs.utils",
-    "torchrl.record",
-    "torchrl.weight_update",
-    "torchrl.objectives.value.functional",
-    "torchrl.trainers.algorithms",
-    "torchrl.envs.libs",
-    "torchrl.modules.models",
-    "torchrl.render",
-    "torchrl.data.datasets",
-    "torchrl.collectors.utils",
-    "torchrl.objectives.utils",
-)
+from .index import PRIMARY, SECONDARY, declares_all, full_index, module_file, primary_index, static_all
+
 # Optional backends torchrl imports at module level when they are installed
 # (torchrl/data/replay_buffers/ray_buffer.py imports ray, 0.14.1): hidden unless asked for.
 BACKENDS = {"ray": re.compile(r"(^|\.|_)ray|Ray"), "vllm": re.compile(r"vllm|vLLM|VLLM"), "sglang": re.compile(r"sglang|SGLang")}
@@ -80,7 +47,7 @@ class Found:
     obj: object
     owner: object | None
     exported_by: tuple[str, ...]
-    public: bool = True  # False: found only in a submodule's namespace (:func:`defined_in_submodule`)
+    public: bool = True  # False: no module's __all__ lists it (defined in a module without __all__, or a private one)
 
 
 @dataclass(frozen=True)
@@ -92,6 +59,32 @@ class NotFound:
     closest: tuple[str, ...]
     renames: tuple[dict, ...]
     reason: str = ""
+
+
+@dataclass(frozen=True)
+class NeedsBackend:
+    """A public name whose module does not import here. ``missing``: the top-level module
+    the import could not find (``hydra``), None when the import failed for another reason;
+    ``dist``: the distribution to install for it (torchrl's optional extras name
+    ``hydra-core`` for ``hydra``); ``message``: the first line of the ImportError."""
+
+    asked: str
+    module: str
+    missing: str | None
+    dist: str | None
+    message: str
+
+    @property
+    def installed(self) -> bool:
+        """False when the missing module is absent from this environment (an optional
+        backend: "needs X"); True when it is there and the import failed anyway."""
+        return self.missing is None or importlib.util.find_spec(self.missing) is not None
+
+    def line(self) -> str:
+        if not self.installed:
+            return (f"{self.asked}: in {self.module}, which needs the optional {self.missing} "
+                    f"(not installed here: pip install {self.dist or self.missing}); {self.message}")
+        return f"{self.asked}: in {self.module}, whose import fails here: {self.message}"
 
 
 def check_name(text: str) -> str:
@@ -120,71 +113,6 @@ def resolve_user(spec: str) -> Found:
     return Found(spec, spec, obj, None, ())
 
 
-def _package_dir(top: str) -> Path | None:
-    spec = importlib.util.find_spec(top)  # a top-level find_spec imports nothing
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(list(spec.submodule_search_locations)[0])
-
-
-def _module_file(module: str) -> Path | None:
-    top, *rest = module.split(".")
-    base = _package_dir(top)
-    if base is None:
-        return None
-    folder = base.joinpath(*rest)
-    if (folder / "__init__.py").is_file():
-        return folder / "__init__.py"
-    single = folder.with_suffix(".py")
-    return single if single.is_file() else None
-
-
-def static_all(module: str) -> tuple[str, ...]:
-    """``module.__all__`` read from its source with ``ast`` (no import); falls back to
-    importing the module when ``__all__`` is not a literal; a module without ``__all__``
-    gives the public classes and functions it defines."""
-    path = _module_file(module)
-    names: list[str] = []
-    literal = path is not None
-    if path is not None:
-        body = ast.parse(path.read_text(encoding="utf-8")).body
-        has_all = False
-        for node in body:
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AugAssign) else []
-            if any(getattr(t, "id", None) == "__all__" for t in targets):
-                has_all = True
-                try:
-                    names += list(ast.literal_eval(node.value))
-                except ValueError:
-                    literal = False
-        if not has_all:  # no __all__: the public classes and functions the module defines
-            names = [n.name for n in body if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and not n.name.startswith("_")]
-    if not literal:
-        with hide_backends(module), contextlib.redirect_stdout(io.StringIO()):
-            names = list(getattr(importlib.import_module(module), "__all__", []))
-    return tuple(dict.fromkeys(names))
-
-
-@functools.lru_cache(maxsize=None)
-def public_index(modules: tuple[str, ...] = PUBLIC_MODULES + EXTRA_MODULES) -> dict[str, tuple[str, ...]]:
-    """``{short name: (every module of ``modules`` listing it, in that order)}``. A module
-    that is absent from the installed version is skipped."""
-    index: dict[str, list[str]] = {}
-    for module in modules:
-        try:
-            names = static_all(module)
-        except ImportError:
-            continue
-        for name in names:
-            index.setdefault(name, []).append(module)
-    return {k: tuple(v) for k, v in index.items()}
-
-
-def public_names() -> list[str]:
-    """Every public ``module.name`` of PUBLIC_MODULES (a name two modules list appears twice)."""
-    return [f"{m}.{n}" for n, mods in public_index(PUBLIC_MODULES).items() for m in mods]
-
-
 def wanted_backends(name: str) -> set[str]:
     """The optional backends a name belongs to (``RayReplayBuffer`` -> ``{"ray"}``)."""
     return {b for b, pattern in BACKENDS.items() if pattern.search(name)}
@@ -210,10 +138,32 @@ def hide_backends(name: str):
                 del sys.modules[b]
 
 
-def _import(module: str):
+def _import(module: str, asked: str = ""):
     # torchrl's logger prints to stdout on some imports; stdout may carry a JSON report
-    with hide_backends(module), contextlib.redirect_stdout(sys.stderr):
+    try:
+        with hide_backends(f"{module}.{asked}"), contextlib.redirect_stdout(sys.stderr):
+            return importlib.import_module(module)
+    except ImportError:
+        if not HIDE:
+            raise
+    # a module that imports a hidden backend unconditionally: import it with the backend
+    with contextlib.redirect_stdout(sys.stderr):
         return importlib.import_module(module)
+
+
+def needs_backend(asked: str, module: str, err: ImportError) -> NeedsBackend:
+    """What an ImportError of ``module`` says is missing: the name of the first
+    ModuleNotFoundError along its cause/context chain (torchrl re-raises ``No module named
+    'hydra'`` as its own ImportError), mapped to its distribution by torchrl's extras."""
+    seen, missing = err, None
+    while seen is not None and missing is None:
+        if isinstance(seen, ModuleNotFoundError) and seen.name:
+            missing = seen.name.split(".")[0]
+        seen = seen.__cause__ or seen.__context__
+    from .facts import dist_of
+
+    message = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
+    return NeedsBackend(asked, module, missing, dist_of(missing) if missing else None, message)
 
 
 def _walk(obj, attrs: list[str]):
@@ -240,41 +190,39 @@ def inspect_getattr(obj, attr: str):
     return getattr(obj, attr)
 
 
-def resolve(text: str) -> Found | NotFound:
+def resolve(text: str) -> Found | NotFound | NeedsBackend:
     """Resolve a short name, dotted path or member. Raises :class:`BadName` on bad text.
 
-    Only the module holding the name is imported. A dotted path outside torchrl and
-    tensordict is not looked up (NotFound with a reason)."""
+    Only the module holding the name is imported: a short name is looked up in the
+    primary modules' ``__all__`` first, then in every public module (``index.py``). A
+    dotted path outside torchrl and tensordict is not looked up (NotFound)."""
     name = check_name(text)
     if ":" in name:
         return resolve_user(name)
     parts = name.split(".")
-    index = public_index()
     if parts[0] in ("torchrl", "tensordict"):
-        for cut in range(len(parts), 0, -1):
-            module = ".".join(parts[:cut])
-            if _module_file(module) is None and cut > 1:
-                continue
-            try:
-                mod = _import(module)
-                obj, owner = _walk(mod, parts[cut:])
-            except (ImportError, AttributeError):
-                break
-            top = parts[cut] if cut < len(parts) else ""
-            head = getattr(mod, top, None) if top else None
-            exported = tuple(m for m in index.get(top, ()) if head is not None and _same(m, top, head))
-            return Found(name, name, obj, owner, exported or ((module,) if top else ()))
-        return _not_found(name, "")
-    if parts[0] in index:
-        modules = index[parts[0]]
+        return _resolve_dotted(name, parts)
+    modules = primary_index().get(parts[0]) or full_index().get(parts[0], ())
+    needs, absent = None, ""
+    for module in modules:
         try:
-            mod = _import(modules[0])
-            obj, owner = _walk(mod, parts)
-        except AttributeError as err:
-            return _not_found(name, str(err))
+            mod = _import(module, parts[0])
         except ImportError as err:
-            return _not_found(name, f"importing {modules[0]} failed: {err}")
-        return Found(name, f"{modules[0]}.{name}", obj, owner, modules)
+            needs = needs or needs_backend(name, module, err)
+            continue
+        if not hasattr(mod, parts[0]):  # torchrl.modules.distributions.__all__ lists "distributions" (0.14.1)
+            absent = absent or (f"{module}.__all__ lists {parts[0]}, but the module does not define it "
+                                f"(so `from {module} import *` raises)" if declares_all(module) else f"{module} has no attribute {parts[0]}")
+            continue
+        try:
+            obj, owner = _walk(mod, parts)
+        except AttributeError as err:  # a member the class does not have
+            return _not_found(name, str(err))
+        return Found(name, f"{module}.{name}", obj, owner, tuple(modules), public=any(map(declares_all, modules)))
+    if needs is not None:
+        return needs
+    if absent:
+        return _not_found(name, absent)
     defining = defined_in_submodule(parts[0])
     if defining is not None:
         try:
@@ -282,6 +230,32 @@ def resolve(text: str) -> Found | NotFound:
         except AttributeError as err:
             return _not_found(name, str(err))
         return Found(name, f"{defining}.{name}", obj, owner, (defining,), public=False)
+    return _not_found(name, "")
+
+
+def _resolve_dotted(name: str, parts: list[str]) -> Found | NotFound | NeedsBackend:
+    """``torchrl.x.y.Name[.member]``: the longest prefix that is a module, imported."""
+    for cut in range(len(parts), 0, -1):
+        module = ".".join(parts[:cut])
+        if module_file(module) is None and cut > 1:
+            continue
+        try:
+            mod = _import(module, parts[cut] if cut < len(parts) else "")
+        except ImportError as err:
+            return needs_backend(name, module, err)
+        parent = sys.modules.get(".".join(parts[:cut - 1])) if cut == len(parts) > 1 else None
+        if parent is not None and not inspect_module(getattr(parent, parts[-1], mod)):
+            continue  # the package binds a function over its submodule's name (torchrl.envs.env_creator, tensordict.memmap)
+        try:
+            obj, owner = _walk(mod, parts[cut:])
+        except AttributeError:
+            break
+        top = parts[cut] if cut < len(parts) else ""
+        head = getattr(mod, top, None) if top else None
+        listed = (primary_index().get(top, ()) or full_index().get(top, ())) if top else ()
+        exported = tuple(m for m in listed if head is not None and _same(m, top, head)) or ((module,) if top else ())
+        public = not top or any(declares_all(m) and top in static_all(m) for m in exported)
+        return Found(name, name, obj, owner, exported, public=public)
     return _not_found(name, "")
 
 
@@ -293,7 +267,7 @@ def defined_in_submodule(short: str) -> str | None:
     ``torchrl.*``/``tensordict.*`` module they loaded; private ``_x`` names are not looked up."""
     if short.startswith("_"):
         return None
-    for module in PUBLIC_MODULES + EXTRA_MODULES:
+    for module in PRIMARY + SECONDARY:
         try:
             _import(module)
         except Exception:  # noqa: BLE001  a module that fails to import here holds nothing to find
@@ -319,8 +293,9 @@ def _not_found(name: str, reason: str) -> NotFound:
 
 
 def closest(name: str, n: int = 5) -> tuple[str, ...]:
-    """The public names closest to ``name`` (difflib), compared on the last dotted part."""
-    index = public_index()
+    """The public names closest to ``name`` (difflib), compared on the last dotted part,
+    over every public module."""
+    index = full_index()
     parts = name.split(".")
     last = parts[-1]
     if len(parts) > 1 and parts[0] in index:  # a member of a known class: suggest members
@@ -338,7 +313,7 @@ def closest(name: str, n: int = 5) -> tuple[str, ...]:
 
 
 def api_changes_path() -> Path:
-    return Path(__file__).resolve().parent.parent / "sub-skills" / "development-and-testing" / "scripts" / "api_changes.json"
+    return Path(__file__).resolve().parents[2] / "sub-skills" / "development-and-testing" / "scripts" / "api_changes.json"
 
 
 @functools.lru_cache(maxsize=None)

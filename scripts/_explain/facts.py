@@ -1,7 +1,7 @@
 """What ``scripts/explain.py`` says about any live object: its kind, signature (seeing
 through metaclasses, overloads and ``**kwargs`` forwarding), first docstring paragraph,
 constructor parameters grouped by purpose, and the optional backends its module imports.
-The facts measured per kind are in ``_explain_kinds.py`` (losses: ``_explain_loss.py``).
+The facts measured per kind are in ``kinds.py`` (losses: ``loss.py``).
 
 Everything is read from the installed library at run time (``inspect``, the class's MRO,
 a tiny instance where one is cheap); the only tables here say which parameter names
@@ -302,6 +302,12 @@ def _candidates() -> tuple[re.Pattern, dict]:
     alt = "|".join(sorted(map(re.escape, names), key=len, reverse=True))
     rx = re.compile(rf"^\s*(?:import|from)\s+({alt})\b|(?:find_spec|implement_for)\(\s*[\"']({alt})[\"']", re.M)
     return rx, names
+
+
+def dist_of(import_name: str) -> str:
+    """The distribution torchrl's optional extras name for a top-level import name
+    (``hydra`` -> ``hydra-core``); the import name itself when no extra lists it."""
+    return _candidates()[1].get(import_name.lower(), import_name)
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,7 +1,8 @@
 """Facts ``scripts/explain.py`` measures per kind of object, on the live library: what a
 transform acts on, which class each way of calling ``Collector`` builds, how a storage
 counts a batched write, what a replay buffer builds by default, which abstract methods an
-env defines, a value estimator's keys, a module's default interaction type.
+env defines, a value estimator's keys, a module's default interaction type, and what an
+env receives from each discrete distribution through each action spec (``pairing.py``).
 
 Nothing here starts a process or a backend: ``Collector``'s dispatch runs with the
 concrete classes' ``__init__`` intercepted, and classes that live with Ray or a service
@@ -14,7 +15,7 @@ import contextlib
 import inspect
 import warnings
 
-from _explain_facts import _default, _short_repr, forwarded_params, live_signature
+from .facts import _default, _short_repr, forwarded_params, live_signature
 
 
 def _defined_in(cls, method: str) -> str:
@@ -156,7 +157,7 @@ def buffer_facts(cls) -> list[str]:
 def _remote(cls) -> bool:
     """True for a class that lives with an optional backend or a service (building it could
     start Ray, a server or worker processes)."""
-    from _explain_names import wanted_backends
+    from .names import wanted_backends
 
     return bool(wanted_backends(cls.__name__) or wanted_backends(cls.__module__)
                 or any(w in cls.__module__ for w in ("distributed", "services", "remote")))
@@ -192,11 +193,13 @@ def module_facts(obj) -> list[str]:
         return []
     for _, extra in forwarded_params(obj):
         params.update({p.name: p for p in extra})
+    from .pairing import module_facts as pairing
+
     p = params.get("default_interaction_type")
     if p is None or p.default is p.empty:
-        return []
+        return pairing(params)
     return [f"outside set_exploration_type(...) it acts by default_interaction_type={_default(p.default)} "
-            "(set_exploration_type(ExplorationType.RANDOM) to sample)"]
+            "(set_exploration_type(ExplorationType.RANDOM) to sample)"] + pairing(params)
 
 
 def kind_facts(obj, kind: str) -> list[str]:
@@ -206,10 +209,13 @@ def kind_facts(obj, kind: str) -> list[str]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if kind == "loss module":
-            from _explain_loss import loss_facts
+            from .loss import loss_facts
 
             return loss_facts(obj)
+        from .pairing import distribution_facts
+
         table = {
+            "distribution": distribution_facts,
             "transform": transform_facts,
             "collector": collector_facts,
             "storage": storage_facts,

@@ -1,6 +1,7 @@
 """Answers derived from the installed library for ``explain.py --error``: when the error
 text names a TorchRL/TensorDict object, that object is resolved live and what it really
-has is printed, before (or instead of) any error-index entry.
+has is printed, before (or instead of) any error-index entry; when it is a traceback
+through torchrl/tensordict, the function that raised is explained (``raising.py``).
 
 Two families of Python's own messages (CPython 3.10+ wording, verified on 3.11 with
 torchrl 0.14.1):
@@ -14,6 +15,10 @@ torchrl 0.14.1):
   argument(s): ...``, ``X.f() takes N positional arguments but M were given``: X's live
   signature, its keywords closest to k and the rename rows for k. When the message names
   only ``__init__()``, the call with ``k=`` in the traceback's source lines names X.
+
+On a release older than the newest supported line, :func:`fix_answers` names the
+upstream fixes that changed or removed the message and that the release lacks
+(``scripts/upstream_index.json``, ``removed``).
 
 Nothing is imported unless one of these messages is in the text; an X that is not a
 torchrl/tensordict object (a user class, ``Tensor``) gives no answer.
@@ -29,6 +34,8 @@ import re
 import sys
 
 import _error_index as ei
+from _stack import line_of
+from _versions import after, newest_line, upstream
 
 ATTRIBUTE = (
     re.compile(r"module '(?P<module>(?:torchrl|tensordict)(?:\.\w+)*)' has no attribute '(?P<attr>\w+)'"),
@@ -44,9 +51,22 @@ SHOWN = 30  # at most this many attribute names listed
 
 
 def derived(text: str) -> list[tuple[str, list[str]]]:
-    """``[(row name, lines)]`` for the last error line of ``text``; ``[]`` when it is not
-    one of the messages above, its object is not torchrl/tensordict, or torchrl cannot be
-    imported here."""
+    """``[(row name, lines)]``: the function that raised when ``text`` is a traceback through
+    torchrl/tensordict (``raising.py``), then the answer for the last error line when it is
+    one of the messages above about a torchrl/tensordict object; ``[]`` when there is
+    neither or torchrl cannot be imported here."""
+    from . import tracebacks as tb
+
+    out = []
+    if any(f.library for f in tb.frames(text)) and _stack():
+        from .raising import raising_lines
+
+        lines = raising_lines(text)
+        out += [("derived:raising-frame", lines)] if lines else []
+    return out + _message_answer(text)
+
+
+def _message_answer(text: str) -> list[tuple[str, list[str]]]:
     last = ei.last_error_line(text)
     for pattern in ATTRIBUTE:
         found = pattern.search(last)
@@ -73,7 +93,7 @@ def _stack() -> bool:
 
 def _resolve(name: str):
     """``(dotted path, object)`` of a torchrl/tensordict name, or None."""
-    from _explain_names import Found, resolve
+    from .names import Found, resolve
 
     try:
         hit = resolve(name)
@@ -94,7 +114,7 @@ def rename_rows(old: str, owner=None) -> list[str]:
     """The rename table's rows whose old name or keyword is ``old``, one line each. With
     ``owner`` (a class or module), only the rows about it or a class it inherits from when
     there are any (``Bounded.minimum``: the Bounded keyword row, not ContinuousBox's)."""
-    from _explain_names import api_changes
+    from .names import api_changes
 
     mine = {f"{k.__module__}.{k.__qualname__}" for k in getattr(owner, "__mro__", ())} | {k.__name__ for k in getattr(owner, "__mro__", ())}
     if owner is not None and not isinstance(owner, type):
@@ -120,8 +140,8 @@ def _closest(word: str, names: list[str], renamed: list[str]) -> list[str]:
 
 
 def _attribute_lines(found: re.Match) -> list[str]:
-    import _explain_facts as fx
-    from _explain_names import defined_in_submodule
+    from . import facts as fx
+    from .names import defined_in_submodule
 
     attr = found.group("attr")
     if "module" in found.groupdict():
@@ -162,8 +182,8 @@ def _named_in_traceback(text: str, kw: str) -> str | None:
 
 
 def _call_lines(found: re.Match, text: str) -> list[str]:
-    import _explain_facts as fx
-    from _explain_notes import kwarg_lines
+    from . import facts as fx
+    from .notes import kwarg_lines
 
     call = found.group("call")
     kw = found.groupdict().get("kw")
@@ -196,3 +216,35 @@ def _call_lines(found: re.Match, text: str) -> list[str]:
         lines += fx.wrap("**kwargs go to", forwarded)
     lines += fx.wrap("explain", f"python $SKILL_DIR/scripts/explain.py {path}")
     return lines
+
+
+# ---------------------------------------------------------------------------- older releases
+def _template_regex(message: str) -> re.Pattern | None:
+    parts = [re.escape(p) for p in message.split("{}")]
+    if sum(len(p) for p in message.split("{}")) < 12:
+        return None
+    return re.compile(r".{0,200}?".join(parts).replace(r"\ ", r"\s+"))
+
+
+def fix_answers(text: str, versions: dict) -> list[tuple[str, list[str]]]:
+    """``(row name, lines)`` per fix that changed or removed a message occurring in ``text``
+    and that the installed torchrl lacks (upstream_index.json ``removed``)."""
+    installed = versions.get("torchrl")
+    if not installed or after(line_of(installed), newest_line()):
+        return []
+    flat = " ".join(text.split())
+    out = []
+    for fix in upstream()["fixes"]:
+        if not after(fix.get("first"), installed):
+            continue
+        for message in fix.get("removed", []):
+            pattern = _template_regex(message)
+            if pattern is not None and pattern.search(flat):
+                where = ", ".join(fix.get("names", [])[:4] or fix.get("modules", [])[:2])
+                lines = [f"pytorch/rl#{fix['pr']} changed or removed this message (first in torchrl "
+                         f"{fix['first'] or 'no release yet'}; torchrl {installed} lacks it)",
+                         f"   touched: {where}" if where else "   touched: (no public name)",
+                         f"   message as it was: {message[:200]}"]
+                out.append((f"upstream:fix-{fix['pr']}", lines))
+                break
+    return out[:5]

@@ -1,0 +1,83 @@
+"""The bottom of the check scripts' shared helpers: what every other helper may import.
+
+One direction: ``_base`` imports nothing of the bundle; ``_cli``, ``_stack``, ``_processes``,
+``_user_code`` and ``_error_index`` import from it; ``skill_report`` sits on top of them all
+and re-exports these names, so scripts reach everything as ``sr.<name>``
+(tests/test_skill_report.py::test_helpers_import_in_one_direction).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# Where scripts live: "root" (scripts/) and the six sub-skills (sub-skills/<name>/scripts/).
+AREAS = (
+    "root",
+    "envs-and-transforms",
+    "collectors-and-replay",
+    "modules-and-policies",
+    "objectives-and-training",
+    "llm-vla-and-services",
+    "development-and-testing",
+)
+BUNDLE_ROOT = Path(__file__).resolve().parent.parent
+
+EXIT_OK = 0
+EXIT_FAIL = 1
+EXIT_CANNOT_RUN = 2
+EXIT_INTERRUPTED = 130  # the shell's code for a SIGINT death (128 + 2)
+EXIT_NOTHING_AUDITED = 5  # audit_run.py alone: no check failed, but the run trained nothing (pytest's "no tests collected")
+
+
+class CheckFailed(Exception):
+    """Raise inside a check: the check ran and found a fault (status ``fail``)."""
+
+
+class CheckSkipped(Exception):
+    """Raise inside a check: it cannot run here or was not asked for (``skip``)."""
+
+
+class BackendMissing(Exception):
+    """Raise inside a check: an optional backend is not installed (``missing``)."""
+
+
+class CannotRun(SystemExit):
+    """Exit 2 with one line on stderr; raised by :func:`cannot_run`."""
+
+
+def one_line(text: str) -> str:
+    """``text`` with every run of whitespace (newlines included) folded to one space."""
+    return " ".join(str(text).split())
+
+
+def first_line(err: BaseException, limit: int = 300) -> str:
+    """``"TypeName: first line of the message"`` (at most ``limit`` characters), never a traceback."""
+    lines = str(err).strip().splitlines()
+    text = f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
+    return text[:limit]
+
+
+def next_key(key: str | tuple) -> tuple:
+    """``("next", *key)``: where EnvBase.step writes an observation, reward or done key."""
+    return ("next", *key) if isinstance(key, tuple) else ("next", key)
+
+
+def cannot_run(reason: str, fix: str = "") -> "CannotRun":
+    """Print ``<script>: error: REASON; fix: FIX`` on stderr and exit 2 (no traceback)."""
+    prog = Path(sys.argv[0]).name or "torchrl-skill"
+    line = f"{prog}: error: {reason}" + (f"; fix: {fix}" if fix else "")
+    print(one_line(line), file=sys.stderr)
+    raise CannotRun(EXIT_CANNOT_RUN)
+
+
+# The verified_on of each piece of the bundle's own text (an error-index cause or fix) read
+# since the last report row; _stack.take_unverified_mark turns it into the row's mark (that
+# needs the installed torchrl, so it lives one level up).
+BUNDLE_TEXT_READS: list[tuple[str, ...]] = []
+
+
+def bundle_text(verified_on=()) -> None:
+    """Record that the row being built quotes the bundle's own text, verified on the torchrl
+    releases ``verified_on`` (empty: on the verified stack only)."""
+    BUNDLE_TEXT_READS.append(tuple(verified_on))

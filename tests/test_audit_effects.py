@@ -1,0 +1,236 @@
+"""The run-time auditor's effect monitors (scripts/_audit/e_*.py): each names a fault by what
+it does, whatever its cause. Each fails its broken fixture and passes its fixed twin
+(tests/fixtures/audit/effects/<monitor>/), stays silent (no FAIL, and a verdict, not only
+SKIPs) on four correct training scripts in the library's reference style
+(tests/fixtures/audit/reference/: PPO, SAC, DQN, TD3) and on the bundle's known-good
+recipes, and SKIPs with the count it saw when short of its minimum evidence.
+
+Fixture runs are real audits (a child process with torchrl instrumented), bounded by
+--max-frames or by the fixture's own end, never by wall time, cached so that tests sharing
+one read it once; judge-level tests feed a monitor's ``judge`` the summaries its probes
+write, for the branches no fixture reaches cheaply.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import skill_report as sr
+from conftest import BUNDLE, FIXTURES, rows, run_main
+
+EFFECTS = FIXTURES / "audit" / "effects"
+REFERENCE = FIXTURES / "audit" / "reference"
+ROWS = ["env-actions", "action-bounds", "policy-distribution", "non-finite", "grad-norms", "value-range", "reward-variety"]
+
+
+@functools.lru_cache(maxsize=None)
+def audit(target: str, *argv: str) -> tuple[int, dict]:
+    code, report = run_main("scripts/audit_run", "--seconds", "300", str(target), *argv)
+    return code, rows(report)
+
+
+def row(target, name, *argv):
+    return audit(str(target), *argv)[1][name]
+
+
+def expect(target, name, status, *argv, says=()):
+    got, detail = row(target, name, *argv)
+    assert got == status, detail
+    for text in says:
+        assert text in detail, detail
+    return detail
+
+
+def test_defect_8_categorical_on_gymenvs_one_hot_spec_sends_action_0_to_gymnasium():
+    """torchrl 0.14.1: GymEnv's default action spec is OneHot; OneHot.to_numpy takes argmax(-1)
+    of the integer a Categorical samples, 0 for every index (the fixed twin: OneHotCategorical)."""
+    import torch
+    from tensordict.nn import TensorDictModule
+    from torchrl.envs import GymEnv
+    from torchrl.envs.utils import ExplorationType, set_exploration_type
+    from torchrl.modules import OneHotCategorical, ProbabilisticActor
+
+    def rollout(distribution):
+        torch.manual_seed(0)
+        env = GymEnv("CartPole-v1")
+        received = []
+        step = env._env.step
+        env._env.step = lambda action: received.append(int(action)) or step(action)
+        logits = TensorDictModule(torch.nn.Linear(4, 2), in_keys=["observation"], out_keys=["logits"])
+        actor = ProbabilisticActor(logits, in_keys=["logits"], spec=env.action_spec, distribution_class=distribution)
+        with set_exploration_type(ExplorationType.RANDOM):
+            td = env.rollout(60, actor, break_when_any_done=False)
+        env.close()
+        sampled = td["action"] if td["action"].dim() == 1 else td["action"].argmax(-1)
+        return sorted(set(sampled.tolist())), sorted(set(received))
+
+    assert type(GymEnv("CartPole-v1").action_spec).__name__ == "OneHot"
+    assert rollout(torch.distributions.Categorical) == ([0, 1], [0])
+    assert rollout(OneHotCategorical) == ([0, 1], [0, 1])
+
+
+def test_env_actions_names_the_encoding_mismatch_and_passes_the_one_hot_distribution():
+    path = EFFECTS / "env_actions"
+    expect(path / "broken.py", "env-actions", "fail",
+           says=["GymEnv(CartPole-v1) with action spec OneHot(n=2", "the sampled actions [1] and [0]", "reached the env as 0",
+                 "OneHotCategorical", "categorical_action_encoding=True"])
+    # the log-probs PPO trains on belong to actions the env never took
+    expect(path / "broken.py", "policy-distribution", "fail", says=["received other actions (see env-actions)"])
+    expect(path / "fixed.py", "env-actions", "pass", says=["1000 received actions, 2 distinct values", "reached it as its own value"])
+    expect(path / "fixed.py", "policy-distribution", "pass")
+
+
+def test_action_bounds_fails_a_projected_normal_and_passes_tanh_normal():
+    path = EFFECTS / "action_bounds"
+    expect(path / "broken.py", "action-bounds", "fail", says=["Tank (action range [-0.05, 0.05])", "96% at a bound", "TanhNormal"])
+    # safe=True projects the sample after its log-prob was computed
+    expect(path / "broken.py", "policy-distribution", "fail", says=["safe=True"])
+    expect(path / "fixed.py", "action-bounds", "pass", says=["0% at a bound"])
+
+
+@pytest.mark.parametrize("variant, says", [
+    ("noise", ["is not the policy's log-prob of the stored action on", "exploration module"]),
+    ("collapse", ["of its maximum log(n)", "collapsed to nearly one action", "observations far from unit scale"]),
+])
+def test_policy_distribution_broken_and_fixed(variant, says):
+    path = EFFECTS / "policy_distribution"
+    expect(path / "broken.py", "policy-distribution", "fail", "--", "--variant", variant, says=says)
+    detail = expect(path / "fixed.py", "policy-distribution", "pass", "--", "--variant", variant, says=["entropy"])
+    assert "not judged" not in detail, detail
+
+
+def test_non_finite_names_the_first_step_and_tensor_and_passes_the_epsilon():
+    path = EFFECTS / "non_finite"
+    expect(path / "broken.py", "non-finite", "fail",
+           says=["loss term ClipPPOLoss loss_", "became nan first at optimizer step 1",
+                 "gradient of ClipPPOLoss.", "(x.std() + 1e-8)"])
+    expect(path / "fixed.py", "non-finite", "pass", says=["all finite"])
+
+
+GRAD = EFFECTS / "grad_norms"
+
+
+def test_grad_norms_names_all_zero_gradients_of_a_saturated_first_layer():
+    expect(GRAD / "broken.py", "grad-norms", "fail",
+           says=["DDPGLoss.actor_network_params.module.0.0.weight", "all-zero gradient", "normalize the observations"])
+
+
+def test_a_diverging_critic_fails_grad_norms_value_range_and_non_finite():
+    args = ("--", "--variant", "diverging")
+    expect(GRAD / "broken.py", "grad-norms", "fail", *args, says=["DDPGLoss.value_network_params: gradient norm grew", "lower its learning rate"])
+    expect(GRAD / "broken.py", "value-range", "fail", *args, says=["TD0Estimator(gamma=0.99)", "the critic diverges", "max|r| / (1 - gamma)"])
+    expect(GRAD / "broken.py", "non-finite", "fail", *args, says=["the updates diverged"])
+
+
+def test_the_fixed_crane_passes_grad_norms_value_range_and_non_finite():
+    for name in ("grad-norms", "value-range", "non-finite"):
+        expect(GRAD / "fixed.py", name, "pass")
+
+
+def test_reward_variety_fails_clipped_negative_rewards_and_passes_scaled_ones():
+    path = EFFECTS / "reward_variety"
+    expect(path / "broken.py", "reward-variety", "fail", says=["was 0 at all 1000 collected steps", "0 terminated", "RewardClipping(0, 1)"])
+    expect(path / "fixed.py", "reward-variety", "pass", says=["-1.615..-0.01375 over 1000 steps"])
+
+
+# every monitor with a verdict on a correct script of the library's own layout; SKIP only
+# where the script has nothing to measure (no probabilistic actor, no bounded action, no
+# loss called through forward)
+SILENT = {
+    "ppo.py": ("--max-frames", "2048"),
+    "sac.py": ("--max-frames", "1000"),
+    "dqn.py": ("--max-frames", "2000"),
+    "td3.py": ("--max-frames", "1000"),
+}
+NOTHING_TO_MEASURE = {"dqn.py": {"action-bounds", "policy-distribution"}, "td3.py": {"policy-distribution"}}
+
+
+@pytest.mark.parametrize("script", sorted(SILENT))
+def test_effect_monitors_stay_silent_on_correct_reference_scripts(script):
+    code, got = audit(str(REFERENCE / script), *SILENT[script])
+    assert code == 0 and not [n for n, (s, _) in got.items() if s == "fail"], got
+    for name in ROWS:
+        expected = "skip" if name in NOTHING_TO_MEASURE.get(script, ()) else "pass"
+        assert got[name][0] == expected, (name, got[name])
+
+
+@pytest.mark.parametrize("target", [
+    "sub-skills/objectives-and-training/assets/ppo_user_env_wiring.py:build_wiring",
+    "sub-skills/development-and-testing/assets/modern_example.py",
+])
+def test_effect_monitors_never_fail_the_bundled_recipes_and_skip_with_counts(target):
+    code, got = audit(str(BUNDLE / target))
+    assert code == 0 and not [n for n in ROWS if got[n][0] == "fail"], got
+    if target.endswith("modern_example.py"):  # 16 frames, no optimizer step: too little, and said so
+        assert got["reward-variety"] == ("skip", "too few rewards: Collector ('next', 'reward'): 16 rewards, fewer than 500")
+        assert "16 steps checked (needs 100)" in got["policy-distribution"][1]
+        assert got["non-finite"][1] == "no optimizer step (1 loss calls checked, all finite)"
+
+
+# --- judge-level: the branches and minimum evidence, on the summaries the probes write ----
+def _judge(module_name: str, section: dict, **other):
+    import importlib
+
+    module = importlib.import_module(f"_audit.{module_name}")
+    return module.judge({"sections": {module.NAME: section, **other}, "meta": {}, "end": {}})
+
+
+def test_policy_distribution_entropy_verdicts():
+    source = {"kind": "Collector", "site": "", "checks": 4, "lp_checked": 0, "lp_off": 0, "example": None, "lp_key": None, "no_actor": None}
+    collapsing = {**source, "unit": "share", "series": [(200, 10, 0.9), (400, 20, 0.5), (600, 30, 0.08), (800, 40, 0.05)]}
+    with pytest.raises(sr.CheckFailed, match=r"0.90 -> 0.07 of its maximum log\(n\).*collapsed to nearly one action"):
+        _judge("e_policy_distribution", {"sources": [collapsing]})
+    shrinking = {**source, "unit": "nats", "series": [(200, 10, 1.4), (400, 20, 0.2), (600, 30, -1.0), (800, 40, -1.1)]}
+    with pytest.raises(sr.CheckFailed, match="spread shrank more than tenfold"):
+        _judge("e_policy_distribution", {"sources": [shrinking]})
+    steady = {**shrinking, "series": [(200, 10, 1.4), (400, 20, 1.2), (600, 30, 1.0), (800, 40, 0.9)]}
+    assert "entropy 1.40 -> 0.95 nats per action dimension" in _judge("e_policy_distribution", {"sources": [steady]})
+    # two checks, or no optimizer step between them: not judged, and said so with the counts
+    with pytest.raises(sr.CheckSkipped, match=r"2 checks with 10 optimizer steps between them \(needs 3 checks and a step\)"):
+        _judge("e_policy_distribution", {"sources": [{**steady, "series": steady["series"][:2]}]})
+
+
+def test_grad_norms_verdicts():
+    def net(first, last, steps=20):
+        return {"first": first, "last": last, "steps": steps, "first_step": 1, "last_step": steps, "tensors": 4}
+
+    # a shrinking norm is a converging loss as often as a lost signal: reported, not failed
+    assert "PPO.critic_network_params 1 -> 1e-05" in _judge("e_grad_norms", {"networks": {"PPO.critic_network_params": net([1.0] * 5, [1e-5] * 5)}, "zero": {}})
+    with pytest.raises(sr.CheckFailed, match=r"critic_network_params: gradient norm grew 2e\+03x"):
+        _judge("e_grad_norms", {"networks": {"PPO.critic_network_params": net([1.0] * 5, [2e3] * 5)}, "zero": {}})
+    with pytest.raises(sr.CheckFailed, match=r"actor_network_params: median gradient norm 1e-09, 1e\+09x below another network of PPO"):
+        _judge("e_grad_norms", {"networks": {"PPO.actor_network_params": net([1e-9] * 5, [1e-9] * 5),
+                                             "PPO.critic_network_params": net([1.0] * 5, [1.0] * 5)}, "zero": {}})
+    assert "none grew 1000x" in _judge("e_grad_norms", {"networks": {"PPO.critic_network_params": net([1.0] * 5, [300.0] * 5)}, "zero": {}})
+    with pytest.raises(sr.CheckSkipped, match=r"PPO.critic_network_params 9 \(needs 10\)"):
+        _judge("e_grad_norms", {"networks": {"PPO.critic_network_params": net([1.0] * 5, [1.0] * 4, steps=9)}, "zero": {}})
+
+
+def test_value_range_needs_rewards_calls_and_training_and_allows_a_large_start():
+    est = {"calls": 20, "gamma": 0.9, "max_v": 25.0, "first_v": 0.5, "max_r": 1.0, "first_step": 0, "last_step": 20, "curve": [(0, 0.5, 1.0)]}
+    with pytest.raises(sr.CheckFailed, match=r"largest \|estimate\| 25 over 20 calls, max\|r\| 1 -> bound 10: the critic diverges"):
+        _judge("e_value_range", {"estimators": {"TD0Estimator": est}})
+    # a critic that starts large (its initialization) is not diverging
+    assert "bound 10" in _judge("e_value_range", {"estimators": {"TD0Estimator": {**est, "first_v": 5.0}}})
+    for change, why in [({"max_r": 0.0}, "every reward seen was 0"), ({"gamma": 1.0}, "gamma >= 1"),
+                        ({"last_step": 0}, "no optimizer step between its calls"), ({"calls": 2}, "fewer than 3 calls")]:
+        with pytest.raises(sr.CheckSkipped, match=why):
+            _judge("e_value_range", {"estimators": {"TD0Estimator": {**est, **change}}})
+
+
+def test_reward_variety_constant_reward_with_terminations_is_a_signal():
+    src = {"kind": "Collector", "site": "", "key": "reward", "frames": 600, "min": 1.0, "max": 1.0, "terminated": 0, "truncated": 3, "missing": 0}
+    with pytest.raises(sr.CheckFailed, match="was 1 at all 600 collected steps, with 0 terminated and 3 truncated steps"):
+        _judge("e_reward_variety", {"sources": [src]})
+    assert "the signal is in the episode ends" in _judge("e_reward_variety", {"sources": [{**src, "terminated": 20}]})
+
+
+def test_env_actions_constant_action_fails_and_evaluation_steps_are_not_judged():
+    env = {"label": "Reach", "spec": "BoundedContinuous(shape=(1,))", "discrete": False, "choices": None, "steps": 150, "det_steps": 0,
+           "received": ["0.5"], "pairs": {}, "sampled_shape": "(1,) float32", "processes": 1}
+    with pytest.raises(sr.CheckFailed, match=r"received the same action \[0.5\] at all 150 steps"):
+        _judge("e_env_actions", {"envs": [env]})
+    # a deterministic evaluation policy may well repeat itself: those steps are counted apart
+    with pytest.raises(sr.CheckSkipped, match="Reach with action spec BoundedContinuous.*: 0 received actions, fewer than 100"):
+        _judge("e_env_actions", {"envs": [{**env, "steps": 0, "det_steps": 150}]})

@@ -1,0 +1,102 @@
+"""The run-time auditor instruments worker processes (scripts/_audit/workers.py, worker_reports.py): a transform
+dropped inside a ParallelEnv worker's env is seen, identical first resets of ParallelEnv
+workers and of multi-process collector workers are seen, the env-boundary monitors see the
+steps the workers make, for spawned (torchrl's default) and forked workers alike; the run
+row counts the instrumented workers instead of saying the rows saw only the main process;
+nothing is left behind (no temporary folder, no process).
+
+Fixture runs are real audits of tests/fixtures/audit/workers/train.py, bounded by
+--max-frames; the merge of worker reports is also checked on summaries alone.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import BUNDLE, FIXTURES, load_module, rows, run_main
+
+TRAIN = FIXTURES / "audit" / "workers" / "train.py"
+pytestmark = pytest.mark.slow
+
+
+@functools.lru_cache(maxsize=None)
+def audit(variant: str) -> tuple[int, dict]:
+    code, report = run_main("scripts/audit_run", "--seconds", "300", "--max-frames", "400", str(TRAIN), "--", "--variant", variant)
+    return code, rows(report)
+
+
+def _instrumented(run_row: str, method: str) -> None:
+    assert f"2 of 2 worker processes instrumented ({method}), their events merged into the rows" in run_row, run_row
+    assert "not instrumented" not in run_row, run_row
+
+
+@pytest.mark.parametrize("variant, method", [("parallel", "spawn"), ("parallel-fork", "fork")])
+def test_a_transform_dropped_inside_parallel_env_workers_is_seen(variant, method):
+    code, got = audit(variant)
+    _instrumented(got["run"][1], method)
+    status, detail = got["transforms"]
+    assert status == "fail" and "built at train.py" in detail and "in make_env_dropping was never stepped" in detail, detail
+    assert "env.append_transform(...) returns a new TransformedEnv" in detail, detail
+    # the env-boundary monitors count the steps the workers made: 400 frames, 200 per worker
+    status, detail = got["env-actions"]
+    assert status == "pass" and "Reach with action spec BoundedContinuous(shape=(1,)): 400 received actions in 2 processes" in detail, detail
+    assert "in 2 processes" in got["action-bounds"][1]
+    # the ParallelEnv's identical first resets are seen (on its batched reset)
+    assert "ParallelEnv: 1 distinct first resets for 2 workers" in got["identical-workers"][1] or got["identical-workers"][0] == "fail"
+
+
+def test_parallel_env_workers_with_the_transform_kept_and_seeded_pass():
+    code, got = audit("parallel-fixed")
+    _instrumented(got["run"][1], "spawn")
+    status, detail = got["transforms"]
+    assert status == "pass" and "2 x StepCounter (200 steps" in detail and "not counted" not in detail, detail
+    assert got["identical-workers"] [0] == "pass" and "ParallelEnv: 2 distinct first resets for 2 workers" in got["identical-workers"][1]
+
+
+def test_multi_sync_collector_workers_starting_alike_are_seen_and_nothing_is_left_behind(tmp_path):
+    # a real auditor process, its temporary folder in tmp_path: checked empty afterwards
+    env = {**os.environ, "TMPDIR": str(tmp_path), "CUDA_VISIBLE_DEVICES": ""}
+    proc = subprocess.run([sys.executable, str(BUNDLE / "scripts" / "audit_run.py"), "--json", "--seconds", "300", "--max-frames", "400",
+                           str(TRAIN), "--", "--variant", "multisync"], capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=900)
+    got = rows(json.loads(proc.stdout))
+    _instrumented(got["run"][1], "spawn")
+    status, detail = got["identical-workers"]
+    assert status == "fail" and "TransformedEnv(Reach) (one per worker process) with 2 workers made only 1 distinct first resets" in detail, detail
+    assert got["env-actions"][0] == "pass" and "400 received actions in 2 processes" in got["env-actions"][1]
+    assert "2 x StepCounter (200 steps" in got["transforms"][1] or "StepCounter (" in got["transforms"][1]
+    # no torchrl-audit-* folder, no worker report (torch itself may leave its torchinductor_* cache there)
+    assert [p for p in tmp_path.rglob("*") if p.name.startswith(("torchrl-audit-", "worker-"))] == []
+    import psutil
+
+    assert [p for p in psutil.process_iter(["cmdline"]) if str(tmp_path) in " ".join(p.info["cmdline"] or [])] == []
+
+
+def test_merged_reports_name_uninstrumented_workers_and_keep_the_note():
+    audit_run = load_module("scripts/audit_run")
+    from _audit import worker_reports as workers
+
+    def observed(processes, reports):
+        return {"meta": {"workers": ["ParallelEnv(2 workers)"], "probe_errors": {}, "processes": processes},
+                "sections": {"transforms": {"envs": [{"base_id": 3, "steps": 0}]}}, "end": {}, "worker_reports": reports}
+
+    report = {"meta": {"pid": 11, "instrumented": True, "processes": [], "probe_errors": {"env_step:_audit.e_env_actions": "boom"}},
+              "sections": {"transforms": {"envs": [{"base_id": 3, "steps": 50}]}, "env-seeding": {"calls": [], "set_seed_calls": 1}}}
+    obs = observed([{"pid": 11, "method": "spawn", "target": "_run_worker_pipe_shared_mem"},
+                    {"pid": 12, "method": "forkserver", "target": "_run_worker_pipe_shared_mem"}], [report])
+    workers.merge(obs, audit_run.MODULES + audit_run.INFO_MODULES)
+    # the worker's env is kept apart from the main process's env of the same object key
+    assert [e["base_id"] for e in obs["sections"]["transforms"]["envs"]] == [3, "w1:3"]
+    assert obs["sections"]["env-seeding"] == {"calls": [], "set_seed_calls": 1}
+    assert obs["meta"]["probe_errors"]["env_step:_audit.e_env_actions"] == "boom (in worker 11)"
+    assert workers.notes(obs["meta"]) == ["1 of 2 worker processes instrumented (forkserver, spawn), their events merged "
+                                          "into the rows; not instrumented: 12 (forkserver, _run_worker_pipe_shared_mem)"]
+    assert obs["meta"]["workers"] == ["ParallelEnv(2 workers)"]  # the run row keeps saying what was not seen
+    # every started process reported: no component is left unseen
+    obs = observed([{"pid": 11, "method": "spawn", "target": None}], [report])
+    workers.merge(obs, audit_run.MODULES)
+    assert obs["meta"]["workers"] == [] and workers.notes(obs["meta"])[0].startswith("1 of 1 worker processes instrumented (spawn")
