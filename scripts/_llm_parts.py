@@ -270,15 +270,18 @@ def describe_diff(i, j, t, stored, fresh) -> str:
 def step0_ratio(wiring) -> tuple[float, str]:
     """The largest |log ratio| the loss computes over its mask before any update, and where.
 
-    Reads ``GRPOLoss._log_weight`` (torchrl/objectives/llm/grpo.py, 0.14.1): the same
-    log-weights and mask its forward uses; rows are left-padded to the longest one."""
+    Reads ``GRPOLoss._log_weight`` (torchrl/objectives/llm/grpo.py): the same log-weights
+    and mask its forward uses (0.14 returns the mask; 0.11-0.13 return
+    ``(log_weight, dist, kl_approx)`` and the forward reads ``dist.mask``); rows are
+    left-padded to the longest one."""
     import torch
 
     td = wiring.rollout.copy()
     try:
         with torch.no_grad():
             # adv_shape only reshapes composite log-weights: the advantage itself is check_advantage's
-            log_weight, _, _, mask = wiring.loss._log_weight(td, adv_shape=td.batch_size)
+            out = wiring.loss._log_weight(td, adv_shape=td.batch_size)
+        log_weight, mask = out[0], out[3] if len(out) > 3 else out[1].mask
     except Exception as err:
         raise sr.CheckFailed(f"{type(wiring.loss).__name__} on the rollout raised {sr.first_line(err)}{known_cause(err)}") from None
     lw = torch.where(mask, log_weight.squeeze(-1), 0.0).abs()

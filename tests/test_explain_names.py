@@ -129,7 +129,7 @@ def test_every_public_name_of_every_module_resolves_and_explains(capsys):
         print(f"\nexplain: {len(index.public_names())} public module.name pairs over {len(MODULES)} modules; "
               f"{len(distinct)} distinct objects explained; needs an absent dependency: {sorted(needs)}; "
               f"listed in __all__ but undefined by the library: {undefined}")
-    assert len(distinct) > 1000 and problems == [], problems[:20]
+    assert len(distinct) > 900 and problems == [], problems[:20]  # 1335 on torchrl 0.14.1, 984 on 0.11.1 (version matrix)
 
 
 def _member(mod, name):

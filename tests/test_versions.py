@@ -9,7 +9,10 @@ other than the installed one, and that the data behind it is true.
   builder (benchmarks/build_fix_index.py) finds a fix in a small git history it is given;
 - ``check_rows`` holds on the verified stack and rejects a row that is wrong there;
 - benchmarks/stamp_versions.py reads since/until from the versions text and its stamp is
-  mechanical (re-running it changes nothing; only its own lines differ).
+  mechanical (re-running it changes nothing; only its own lines differ);
+- what an older line does differently is told by its effect: a traceback frame in the
+  module a later release split still confirms its entry; 0.11/0.12's float policy version
+  skips the bundle's own collector check and fails a user's.
 """
 
 from __future__ import annotations
@@ -285,3 +288,49 @@ def test_a_users_call_the_older_line_rejects_stays_a_failure(monkeypatch, tmp_pa
     report = sr.Report("x.py", json_mode=True)
     report.run("user", module.make)
     assert report.result("user").status == "fail" and "torchrl.render" in report.result("user").detail
+
+
+# ---------------------------------------------------------------------------- older-line faults
+# torchrl 0.11.1's own traceback (the version matrix's line 0.11), the site-packages prefix cut
+OLD_BUFFER_TRACE = (
+    "Traceback (most recent call last):\n"
+    '  File "/home/u/train.py", line 6, in <module>\n    rb.extend(td)\n'
+    '  File "/venv/lib/python3.11/site-packages/torchrl/data/replay_buffers/replay_buffers.py", line 1640, in extend\n'
+    "    self._set_index_in_td(tensordicts, index)\n"
+    '  File "/venv/lib/python3.11/site-packages/torchrl/data/replay_buffers/replay_buffers.py", line 1671, in _set_index_in_td\n'
+    '    tensordict.set("index", expand_as_right(index, tensordict))\n'
+    '  File "/venv/lib/python3.11/site-packages/tensordict/utils.py", line 468, in expand_as_right\n    raise RuntimeError(\n'
+    "RuntimeError: tensor shape is incompatible with dest shape, got: tensor.shape=torch.Size([2, 2]), dest=torch.Size([2, 1])\n")
+
+
+def test_a_frame_in_the_module_a_later_release_split_confirms_its_entry():
+    """0.11-0.13 define _set_index_in_td in replay_buffers.py, 0.14 in the package of that
+    name: the older frame confirms the entry; the same function in another module does not."""
+    from _explain import tracebacks as tb
+
+    hits, _ = tb.answer(OLD_BUFFER_TRACE)
+    assert hits[0].entry.id == "tensor-shape-incompatible-dest-shape-got" and hits[0].confirmed
+    elsewhere = OLD_BUFFER_TRACE.replace("replay_buffers/replay_buffers.py", "replay_buffers/storages.py")
+    assert not any(h.confirmed for h in tb.answer(elsewhere)[0])
+
+
+class _FloatVersionCollector:
+    """Raises what Collector(track_policy_version=True) raises on torchrl 0.11/0.12 (measured)."""
+
+    def __iter__(self):
+        raise TypeError("torch.cat(): input types can't be cast to the desired output type Long")
+
+
+def test_an_older_float_policy_version_skips_the_bundles_collector_and_fails_a_users(monkeypatch):
+    import skill_report as sr
+    from conftest import load_module
+
+    cc = load_module("llm-vla-and-services/check_component_contracts")
+    with pytest.raises(TypeError):  # 0.14.1 writes an int64 version: the error is not explained away
+        list(cc._batches(_FloatVersionCollector(), own=True))
+    assert cc._float_policy_version() is False
+    monkeypatch.setattr(cc, "_float_policy_version", lambda: True)  # what 0.11.1 and 0.12.0 measure
+    with pytest.raises(sr.CheckSkipped, match=r"pytorch/rl#3755, fixed in torchrl 0\.13\.0"):
+        list(cc._batches(_FloatVersionCollector(), own=True))
+    with pytest.raises(sr.CheckFailed, match=r"track_policy_version=False"):
+        list(cc._batches(_FloatVersionCollector(), own=False))

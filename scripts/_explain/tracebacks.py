@@ -68,9 +68,16 @@ def frames(text: str) -> list[Frame]:
 
 
 def frame_matches(spec: str, frame: Frame) -> bool:
-    """True when an entry's ``frames`` item (``torchrl/x/y.py:function``) names ``frame``."""
+    """True when an entry's ``frames`` item (``torchrl/x/y.py:function``) names ``frame``.
+    Also when the frame's module is the item's parent package: an older release held in
+    one module what a later one split into a package of that name (0.14's
+    ``torchrl/data/replay_buffers/replay_buffers/tensordict.py`` is
+    ``torchrl/data/replay_buffers/replay_buffers.py`` in 0.11-0.13)."""
     path, _, function = spec.rpartition(":")
-    return bool(frame.library) and frame.function == function and frame.library.endswith(path)
+    if not frame.library or frame.function != function:
+        return False
+    parent = path.rpartition("/")[0]
+    return frame.library.endswith(path) or (parent.count("/") > 1 and frame.library.endswith(parent + ".py"))
 
 
 @dataclass(frozen=True)

@@ -234,6 +234,34 @@ def _pendulum_net():
     return PendulumNet()
 
 
+def _float_policy_version() -> bool:
+    """True when the installed PolicyVersion writes an int version as float (torchrl before
+    0.13.0; pytorch/rl#3755 made it int64): measured on a 4-row TensorDict."""
+    from tensordict import TensorDict
+    from torchrl.envs.llm.transforms import PolicyVersion
+
+    transform = PolicyVersion(version_type="int")
+    td = TensorDict(batch_size=(4,))
+    return transform._step(td, td.copy())["policy_version"].is_floating_point()
+
+
+def _batches(collector, own: bool):
+    """Iterate ``collector``; the float policy version of an older torchrl, which makes the
+    collector's stack of its batch raise, is named: the bundle's own collector is then a
+    skip (this release cannot run it), a user's collector a failure with the cause."""
+    try:
+        yield from collector
+    except TypeError as err:
+        if "can't be cast to the desired output type Long" not in str(err) or not _float_policy_version():
+            raise
+        cause = (f"torchrl {sr.installed_version('torchrl')}'s PolicyVersion writes policy_version as float, so the "
+                 "collector cannot stack its batch (pytorch/rl#3755, fixed in torchrl 0.13.0)")
+        if own:
+            raise sr.CheckSkipped(f"not run: {cause}; to run this check: pip install 'torchrl>=0.13'") from None
+        raise sr.CheckFailed(f"{sr.first_line(err)}: {cause}; fix: upgrade to torchrl>=0.13 or "
+                             "track_policy_version=False") from None
+
+
 def check_rollouts_contract(make_collector=None, frames_per_batch: int = 8) -> str:
     """Collector protocol: iterate -> batch of ``frames_per_batch``; push weights; version bumps.
 
@@ -250,7 +278,8 @@ def check_rollouts_contract(make_collector=None, frames_per_batch: int = 8) -> s
 
     torch.manual_seed(0)
     trainer_policy = TensorDictModule(_pendulum_net(), in_keys=["th", "thdot"], out_keys=["action"])
-    if make_collector is None:
+    own = make_collector is None
+    if own:
         from torchrl.collectors import Collector
         from torchrl.envs import PendulumEnv
 
@@ -266,7 +295,7 @@ def check_rollouts_contract(make_collector=None, frames_per_batch: int = 8) -> s
     collector = make_collector(copy.deepcopy(trainer_policy))
     versions = []
     try:
-        for batch in collector:
+        for batch in _batches(collector, own):
             sr.expect(
                 batch.numel() == frames_per_batch,
                 f"collector yielded {batch.numel()} frames, asked frames_per_batch={frames_per_batch}",
