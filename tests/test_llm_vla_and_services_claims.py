@@ -192,7 +192,7 @@ def test_generation_keys_depend_on_input_mode(tok_model):
 def test_num_samples_samples_when_the_generation_config_does(tok_model):
     """greedy-num-return-sequences-num-samples: num_samples=k without do_sample in
     generate_kwargs fails on a config-built model (greedy), and samples k answers when the
-    model's generation_config sets do_sample=True, as many published checkpoints do."""
+    model's generation_config sets do_sample=True (a checkpoint's generation_config.json may)."""
     from torchrl.modules.llm import TransformersWrapper
 
     tok, model = tok_model
