@@ -7,7 +7,7 @@ The commands run as written, from a user's project folder built once per module
 ``envs.py:make_env``, ``my_package.envs:make_env``, ``PATH``, ``DIR``, ``./my_batch``,
 ``~/rl``), holding the bundle's own known-good examples (the drift scanner's and
 audit_run's ``modern_example.py``, check_user_env's ``_example_env.py``). Only a
-placeholder that cannot be a file is replaced (:data:`PLACEHOLDERS`: ``N``, the error
+placeholder that cannot be a file is replaced (:data:`PLACEHOLDERS`: ``N``, ``TARGET``, the error
 text of ``--error "LAST LINE"``, ``~``). A command with no argument or only ``--json``
 is the script's default run, which tests/test_script_contract.py runs for every script.
 
@@ -24,6 +24,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +36,8 @@ import _error_index as ei
 from _explain.tracebacks import answer
 
 # Placeholders that cannot be files: replaced token by token.
-PLACEHOLDERS = {"N": "4"}
+# TARGET: "your file.py:make_env" (envs-and-transforms/references/troubleshooting.md says so).
+PLACEHOLDERS = {"N": "4", "TARGET": "envs.py:make_env"}
 ERROR_PLACEHOLDERS = ("PASTE THE LAST LINE", "LAST LINE", "TEXT")
 # Scripts whose documented runs start Ray, worker processes, a model or a training run.
 SLOW = {
@@ -45,6 +47,10 @@ SLOW = {
 }
 SLOW_ARGS = ("parallel",)  # ParallelEnv workers: ~1 min each on 2 busy cores
 # Commands that read what an earlier command wrote: run after it, in the same project.
+# Scripts whose documented runs start Ray: each runs in a fresh interpreter, as the user runs it.
+# In this process a Ray actor inherits the test worker's state (sys.path, imported modules,
+# earlier sessions): Collector(backend="ray") died there in CI while it passes from a shell.
+OWN_INTERPRETER = {"check_ray_scaling", "smoke_services"}
 AFTER = {("post_training_metrics", "--csv-dir runs/grpo_hf_reward --plot run.png"): "trl_round_trips"}
 # A command whose text says it fails: (exit code, the words of the text that say so, what its output shows).
 EXPECTED = {("smoke_training_step", "--skip-updater-step"): (1, "shows that failure being caught", "did not move")}
@@ -107,7 +113,12 @@ def argv_of(command: Command, project: Path) -> list[str]:
 
 
 def run_command(command: Command, project: Path) -> tuple[int, str]:
-    """``main(argv)`` of the script in this process, from the project folder: (exit code, output)."""
+    """``main(argv)`` of the script in this process, from the project folder: (exit code, output);
+    a script of :data:`OWN_INTERPRETER` given ``--ray`` runs in a fresh interpreter instead."""
+    if command.stem in OWN_INTERPRETER and "--ray" in command.args.split():
+        proc = subprocess.run([sys.executable, str(command.script), *argv_of(command, project)], cwd=project,
+                              capture_output=True, text=True, timeout=900, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        return proc.returncode, proc.stdout + proc.stderr
     module = load_module(command.script)
     out = io.StringIO()
     here = os.getcwd()
@@ -150,10 +161,9 @@ def make_env(batch_size=()):
 '''
 
 
-@pytest.fixture(scope="module")
-def project(tmp_path_factory) -> Path:
-    """A user's project holding every file and folder the documented commands name."""
-    root = tmp_path_factory.mktemp("project")
+def project_files() -> dict[str, str]:
+    """The project's source files, relative path -> text: the bundle's known-good examples
+    under every name the documented commands use."""
     example = (BUNDLE / "sub-skills" / "development-and-testing" / "assets" / "modern_example.py").read_text()
     env = (BUNDLE / "sub-skills" / "envs-and-transforms" / "scripts" / "_example_env.py").read_text()
     files = {"train.py": example + MAKE_LOSS, "agent.py": example, "configs.py": example,
@@ -163,6 +173,39 @@ def project(tmp_path_factory) -> Path:
         files[name] = env
     for name in ("my_env.py", "my_package/envs.py"):  # named with --expect-transform ObservationNorm
         files[name] = env + WITH_NORM
+    return files
+
+
+def same_input(command: Command) -> tuple:
+    """The command with each project file or folder it names replaced by a digest of what it
+    holds: two commands that differ only in the name of the same input (``envs.py:make_env``
+    and ``my_script.py:make_env``; ``PATH`` and ``my_project/``) get one key, and run once."""
+    import hashlib
+
+    files = project_files()
+
+    def digest(items) -> str:
+        return hashlib.sha1(repr(sorted(items)).encode()).hexdigest()[:12]
+
+    key = []
+    for token in shlex.split(command.args):
+        token = PLACEHOLDERS.get(token, token)
+        path, colon, func = token.partition(":") if ".py:" in token else (token, "", "")
+        path = path.removeprefix("~/").rstrip("/")
+        inside = [(rel[len(path) + 1:], text) for rel, text in files.items() if rel.startswith(path + "/")]
+        if path in files:
+            token = f"<file {digest([files[path]])}>{colon}{func}"
+        elif inside and "." not in path:
+            token = f"<folder {digest(inside)}>"
+        key.append(token)
+    return command.script, tuple(key)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    """A user's project holding every file and folder the documented commands name."""
+    root = tmp_path_factory.mktemp("project")
+    files = project_files()
     for rel, text in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
@@ -232,9 +275,30 @@ def test_explain_commands_succeed(project):
 
 
 def _params():
+    """One run per distinct input (:func:`same_input`): the first command of each group runs,
+    and the test id names it; the others of its group are the same run under other names."""
     slow = [pytest.mark.slow]
-    return [pytest.param(c, id=str(c), marks=slow if c.stem in SLOW or any(a in c.args for a in SLOW_ARGS) else [])
-            for c in OTHERS]
+    groups: dict[tuple, list[Command]] = {}
+    for c in OTHERS:
+        groups.setdefault(same_input(c), []).append(c)
+    return [pytest.param(cs[0], id=str(cs[0]), marks=slow if cs[0].stem in SLOW or any(a in cs[0].args for a in SLOW_ARGS) else [])
+            for cs in groups.values()]
+
+
+def test_commands_naming_the_same_input_share_one_run():
+    """The grouping is by content, never by script alone: a different flag or a different
+    file's content is its own run."""
+    by_key = {}
+    for c in OTHERS:
+        by_key.setdefault(same_input(c), []).append(str(c))
+    shared = [cs for cs in by_key.values() if len(cs) > 1]
+    assert any("envs.py:make_env" in " ".join(cs) and "my_script.py:make_env" in " ".join(cs) for cs in shared)
+    env, norm = (Command(BUNDLE / "sub-skills/envs-and-transforms/scripts/check_user_env.py", a, ()) for a in
+                 ("envs.py:make_env", "my_env.py:make_env"))  # my_env.py holds an ObservationNorm: other content
+    assert same_input(env) != same_input(norm)
+    flagged = Command(env.script, "envs.py:make_env --steps 5", ())
+    assert same_input(flagged) != same_input(env)
+    assert len(_params()) < len(OTHERS)
 
 
 @pytest.mark.parametrize("command", _params())

@@ -6,16 +6,19 @@ makes (``rb.update_priority(index, priority)`` or ``rb.update_tensordict_priorit
 and the values that reach the sampler; a call that raised updated nothing and is not counted
 (its error is kept for the row). Faults: sampled but never updated (every item keeps the
 default priority, so sampling is uniform and the importance weights constant); updated with
-negative or NaN values (``(priority + eps) ** alpha`` is NaN for a negative priority); most
-updates give one value to every sampled index (the batch's mean loss, a scalar, an
-``expand``ed tensor), so priorities say nothing about which item is worth replaying.
+negative or NaN values (``(priority + eps) ** alpha`` of a negative priority: NaN for a
+fractional alpha, negative for alpha 1, positive for alpha 2); most updates give one value
+to every sampled index (the batch's mean loss, a scalar, an ``expand``ed tensor), so
+priorities say nothing about which item is worth replaying.
 
 Minimum evidence: MIN_SAMPLES ``sample()`` calls.
 
 Facts (torchrl 0.14.1, torchrl/data/replay_buffers/samplers/prioritized.py):
-``update_priority`` with a negative value stores NaN without an error, and the next
-``sample()`` fails far from the cause with "OverflowError: Range exceeds valid bounds"
-(tests/test_audit_facts.py). Public report: pytorch/rl#1129 (priorities that did not
+``update_priority`` with a negative value stores NaN without an error for a fractional alpha,
+and the next ``sample()`` fails far from the cause with "OverflowError: Range exceeds valid
+bounds"; for alpha 1 the stored value is negative and ``sample()`` raises "non-positive p_min",
+for alpha 2 it is positive and nothing ever fails (tests/test_audit_facts.py,
+tests/test_root_claims.py). Public report: pytorch/rl#1129 (priorities that did not
 change what was sampled).
 """
 
@@ -110,7 +113,8 @@ def judge(observed: dict) -> str:
         sites = ", ".join(b["update_sites"]) or "?"
         if b["negative"] or b["nan"]:
             faults.append(f"{name}: {b['negative']} negative and {b['nan']} NaN priorities of {b['values']} given (min {_g(b['min'])}): (priority + eps) ** alpha "
-                          "is NaN for a negative value, and the next sample() then fails with 'OverflowError: Range exceeds valid bounds'; fix: pass td_error.abs() (or clamp_min(0)) as the priority")
+                          "of a negative value is NaN for a fractional alpha (the next sample() then fails with 'OverflowError: Range exceeds valid "
+                          "bounds'), negative for alpha 1, positive for alpha 2 (no error: silently wrong priorities); fix: pass td_error.abs() (or clamp_min(0)) as the priority")
         elif not b["updates"]:
             faults.append(f"{name} was sampled {b['samples']} times and its priorities never updated{raised}: every item keeps the default priority, so "
                           "sampling is uniform and the importance weights constant; fix: after the loss, rb.update_priority(batch['index'], "
