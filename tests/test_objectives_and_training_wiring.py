@@ -190,3 +190,28 @@ def test_prints_in_the_user_file_stay_off_json_stdout(tmp_path):
     assert proc.returncode == 0, proc.stderr[-500:]
     assert proc.stdout.count("\n") == 1 and json.loads(proc.stdout)["ok"] is True
     assert "hello from import" in proc.stderr and "hello from build_wiring" in proc.stderr
+
+
+@pytest.mark.parametrize("state_moves", [True, False])
+def test_a_shuffle_is_named_only_where_the_state_could_show_it(state_moves):
+    """Newcomer trial (pytorch/rl#2462 rebuilt): a shuffled minibatch from a deterministic
+    rollout whose agent never moves PASSed "all continuing steps stay in their trajectory":
+    a step that leaves the state as it was looks continuous whichever step follows it. The
+    same shuffle is a FAIL where the state moves, and a SKIP ("cannot tell") where it does not."""
+    import torch
+
+    check_loss_wiring = load_module(SCRIPT)
+    wiring = load_module(OBJECTIVES / "flattened_gae_broken.py").build_wiring(fixed=True)
+    loss, batch = wiring["loss"], wiring["batch"][0].clone()  # one env's [16] steps, in order
+    del batch["collector"]  # no traj_ids: the state keys are the only evidence
+    if not state_moves:  # a standing env: every step leaves the observation where it was
+        for key in [k for k in batch.keys(True, True) if "observation" in str(k)]:
+            batch[key] = torch.zeros_like(batch[key])
+    shuffled = batch[torch.randperm(batch.numel(), generator=torch.Generator().manual_seed(0))]
+    if state_moves:
+        with pytest.raises(check_loss_wiring.sr.CheckFailed, match="followed by a step of another trajectory"):
+            check_loss_wiring.check_trajectories(loss, shuffled, wiring["value_estimator"])
+        assert "the state moved in" in check_loss_wiring.check_trajectories(loss, batch, wiring["value_estimator"])
+    else:
+        with pytest.raises(check_loss_wiring.sr.CheckSkipped, match=r"cannot tell: in (\d+) of \1 continuing steps the state did not change"):
+            check_loss_wiring.check_trajectories(loss, shuffled, wiring["value_estimator"])

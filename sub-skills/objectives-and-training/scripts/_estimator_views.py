@@ -74,8 +74,12 @@ def trajectory_breaks(batch, time_dim: int, done_key, state_keys) -> tuple[int, 
 
     Evidence, in order: ``("collector", "traj_ids")`` changing between t and t+1, else a
     state key whose ``("next", key)`` at t differs from ``key`` at t+1. Returns
-    ``(breaks, continuing steps, evidence, first flat indices)``; evidence names what was
-    compared, "" when there is nothing to compare.
+    ``(breaks, continuing steps, evidence, first flat indices, telling steps)``; evidence
+    names what was compared, "" when there is nothing to compare. Telling steps: continuing
+    steps whose comparison could show a break (by traj_ids: all of them; by state: those
+    whose state changed during the step, since a step that leaves the state as it was looks
+    continuous whichever step follows it: a policy that never moves the env, e.g. a
+    deterministic rollout from one start).
     """
     import torch
 
@@ -87,16 +91,18 @@ def trajectory_breaks(batch, time_dim: int, done_key, state_keys) -> tuple[int, 
     if ids is not None:
         ids = ids.reshape(shape).movedim(time_dim, -1)
         same, evidence = ids[..., 1:] == ids[..., :-1], "('collector', 'traj_ids')"
+        moved = torch.ones_like(cont)
     else:
         keys = [k for k in state_keys if k in batch.keys(True) and sr.next_key(k) in batch.keys(True)]
         if not keys:
-            return 0, int(cont.sum()), "", []
-        same = torch.ones_like(cont)
+            return 0, int(cont.sum()), "", [], 0
+        same, moved = torch.ones_like(cont), torch.zeros_like(cont)
         for key in keys:
             now = batch.get(key).reshape(*shape, -1).movedim(time_dim, -2).float()
             nxt = batch.get(sr.next_key(key)).reshape(*shape, -1).movedim(time_dim, -2).float()
             same &= torch.isclose(nxt[..., :-1, :], now[..., 1:, :]).all(-1)
+            moved |= ~torch.isclose(nxt[..., :-1, :], now[..., :-1, :]).all(-1)
         evidence = f"('next', {fmt_key(keys[0])!r}) at t vs {fmt_key(keys[0])!r} at t+1"
     breaks = cont & ~same
     where = breaks.reshape(-1).nonzero().squeeze(-1)[:3].tolist()
-    return int(breaks.sum()), int(cont.sum()), evidence, where
+    return int(breaks.sum()), int(cont.sum()), evidence, where, int((cont & moved).sum())

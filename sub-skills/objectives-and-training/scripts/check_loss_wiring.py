@@ -212,7 +212,7 @@ def check_trajectories(loss, batch, estimator) -> str:
     time_dim = ndim - 1 if runs.time_dim is None else runs.time_dim % ndim
     state_keys = list(getattr(runs.network, "in_keys", []) or [])
     done_key = runs.done_key
-    breaks, steps, evidence, where = trajectory_breaks(batch, time_dim, done_key, state_keys)
+    breaks, steps, evidence, where, telling = trajectory_breaks(batch, time_dim, done_key, state_keys)
     shape = list(batch.batch_size)
     if not evidence:
         raise sr.CheckSkipped(f"cannot tell: the batch has no ('collector', 'traj_ids') and no (next) copy of the critic's inputs {[fmt_key(k) for k in state_keys]}")
@@ -224,7 +224,13 @@ def check_trajectories(loss, batch, estimator) -> str:
             "estimator on the collector's [env, time] batch, then flatten for minibatches: loss.value_estimator(batch); "
             "batch = batch.reshape(-1)"
         )
-    return f"{name} along dim {time_dim} of {shape}: all {steps} continuing steps stay in their trajectory (by {evidence})"
+    if telling < max(1, steps // 2):  # a shuffle of steps that leave the state as it was looks continuous
+        raise sr.CheckSkipped(
+            f"cannot tell: in {steps - telling} of {steps} continuing steps the state did not change ({evidence}), so a "
+            "shuffled or flattened batch would look the same; pass a batch whose state moves (collect under "
+            "set_exploration_type(ExplorationType.RANDOM), or a collector batch with ('collector', 'traj_ids'))")
+    return (f"{name} along dim {time_dim} of {shape}: all {steps} continuing steps stay in their trajectory "
+            f"(by {evidence}; the state moved in {telling} of them)")
 
 
 def check_forward(loss, batch) -> str:
