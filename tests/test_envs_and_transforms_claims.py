@@ -194,3 +194,52 @@ def test_parallel_env_builds_one_env_here_a_lambda_two():
             warnings.simplefilter("ignore")
             env = ParallelEnv(2, factory)
         assert env.is_closed and len(FACTORY_CALLS) == calls, (factory, FACTORY_CALLS)
+
+
+def _truncating_env(declare_truncated: bool):
+    """An env whose _reset and _step return ``truncated``; declared in done_spec or not."""
+    import torch
+    from tensordict import TensorDict
+    from torchrl.data import Categorical, Composite, Unbounded
+    from torchrl.envs import EnvBase
+
+    flag = {"shape": (1,), "dtype": torch.bool}
+
+    class Truncating(EnvBase):
+        def __init__(self):
+            super().__init__()
+            self.observation_spec = Composite(observation=Unbounded(shape=(2,)))
+            self.action_spec = Unbounded(shape=(1,))
+            self.reward_spec = Unbounded(shape=(1,))
+            if declare_truncated:
+                self.done_spec = Composite(done=Categorical(2, **flag), terminated=Categorical(2, **flag),
+                                           truncated=Categorical(2, **flag))
+
+        def _reset(self, td):
+            return TensorDict(observation=torch.zeros(2), truncated=torch.zeros(1, dtype=torch.bool))
+
+        def _step(self, td):
+            no = torch.zeros(1, dtype=torch.bool)
+            return TensorDict(observation=torch.zeros(2), reward=torch.zeros(1), done=no, terminated=no.clone(), truncated=no.clone())
+
+        def _set_seed(self, seed):
+            pass
+
+    return Truncating()
+
+
+def test_a_done_flag_no_spec_declares_is_fixed_in_done_spec_and_the_row_names_the_keys():
+    """key-not-in-spec (newcomer trial on pytorch/rl#2462): a returned ``truncated`` that no
+    spec declares fails check_env_specs with both key sets; declaring it in done_spec (the
+    entry's fix for a done flag) passes; check_user_env's row quotes the keys."""
+    from torchrl.envs.utils import check_env_specs
+
+    with pytest.raises(AssertionError, match=r"keys_in_real_not_in_fake=\{.*truncated"):
+        check_env_specs(_truncating_env(False))
+    check_env_specs(_truncating_env(True))
+    causes = load_module("envs-and-transforms/_env_causes")
+    try:
+        check_env_specs(_truncating_env(False))
+    except AssertionError as err:
+        fault = causes.fault_from(err, "check_env_specs(env, seed=0)")
+    assert "('next', 'truncated')" in str(fault) and "done_spec" in str(fault)

@@ -86,8 +86,8 @@ def diagnose(text: str) -> str | None:
 def fault_from(err: BaseException, what: str) -> sr.CheckFailed:
     """An EnvFault when the index names ``err``'s cause, else an UnknownFault."""
     cause = diagnose(f"{type(err).__name__}: {err}")
-    if cause:
-        return EnvFault(cause, sr.first_line(err), raised_by=what)
+    if cause:  # the whole message on one line: check_env_specs names the keys on its second and third lines
+        return EnvFault(cause, sr.one_line(f"{type(err).__name__}: {err}")[:600], raised_by=what)
     return UnknownFault(what, err)
 
 
