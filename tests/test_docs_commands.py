@@ -6,7 +6,8 @@ The commands run as written, from a user's project folder built once per module
 (:func:`project`): a file or folder a command names is there (``train.py``,
 ``envs.py:make_env``, ``my_package.envs:make_env``, ``PATH``, ``DIR``, ``./my_batch``,
 ``~/rl``), holding the bundle's own known-good examples (the drift scanner's and
-audit_run's ``modern_example.py``, check_user_env's ``_example_env.py``). Only a
+audit_run's ``modern_example.py``, check_user_env's ``_example_env.py``, check_llm_wiring's
+``_llm_wiring_example.py``). Only a
 placeholder that cannot be a file is replaced (:data:`PLACEHOLDERS`: ``N``, ``TARGET``, the error
 text of ``--error "LAST LINE"``, ``~``). A command with no argument or only ``--json``
 is the script's default run, which tests/test_script_contract.py runs for every script.
@@ -173,6 +174,8 @@ def project_files() -> dict[str, str]:
         files[name] = env
     for name in ("my_env.py", "my_package/envs.py"):  # named with --expect-transform ObservationNorm
         files[name] = env + WITH_NORM
+    # check_llm_wiring's known-good GRPO wiring (its default run's), as the user's my_grpo.py:wiring
+    files["my_grpo.py"] = (BUNDLE / "sub-skills" / "llm-vla-and-services" / "scripts" / "_llm_wiring_example.py").read_text()
     return files
 
 
