@@ -59,17 +59,20 @@ def test_hard_update_copies_on_the_call_after_its_counter_reaches_the_interval()
     from torchrl.modules import QValueActor
     from torchrl.objectives import DQNLoss, HardUpdate
 
-    loss = DQNLoss(QValueActor(nn.Linear(3, 2), in_keys=["observation"], spec=OneHot(2)), action_space="one-hot", delay_value=True)
-    updater = HardUpdate(loss, value_network_update_interval=3)
-    copies = []
-    for call in range(1, 10):
-        for p in loss.value_network_params.values(True, True):
-            p.data.add_(1.0)
-        before = loss.target_value_network_params.clone()
-        updater.step()
-        if not (before == loss.target_value_network_params).all():
-            copies.append(call)
-    assert copies == [4, 8]  # every N+1 calls for value_network_update_interval=N
+    def copies(interval) -> list[int]:
+        loss = DQNLoss(QValueActor(nn.Linear(3, 2), in_keys=["observation"], spec=OneHot(2)), action_space="one-hot", delay_value=True)
+        updater, calls = HardUpdate(loss, value_network_update_interval=interval), []
+        for call in range(1, 10):
+            for p in loss.value_network_params.values(True, True):
+                p.data.add_(1.0)
+            before = loss.target_value_network_params.clone()
+            updater.step()
+            if not (before == loss.target_value_network_params).all():
+                calls.append(call)
+        return calls
+
+    assert copies(3) == copies(3.0) == [4, 8]  # every N+1 calls for value_network_update_interval=N
+    assert copies(2.5) == []  # the counter is compared by equality: a fractional N never copies
 
 
 def test_loss_without_updater_warns_no_target_network_updater():

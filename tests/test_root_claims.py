@@ -45,30 +45,6 @@ def test_negative_priority_depends_on_alpha():
     assert (stored > 0).all() and rb.sample()["index"].numel() == 8
 
 
-def test_hard_update_copies_every_n_plus_one_calls_only_for_an_integer_interval():
-    """run-time-audit.md#target-network: HardUpdate compares its counter with the interval by
-    equality: N=3 (or 3.0) copies on calls 4 and 8; N=2.5 never copies."""
-    from torchrl.data import OneHot
-    from torchrl.modules import QValueActor
-    from torchrl.objectives import DQNLoss, HardUpdate
-
-    def copies(interval):
-        loss = DQNLoss(QValueActor(nn.Linear(3, 2), in_keys=["observation"], spec=OneHot(2)), action_space="one-hot",
-                       delay_value=True)
-        updater, calls = HardUpdate(loss, value_network_update_interval=interval), []
-        for call in range(1, 10):
-            for p in loss.value_network_params.values(True, True):
-                p.data.add_(1.0)
-            before = loss.target_value_network_params.clone()
-            updater.step()
-            if not (before == loss.target_value_network_params).all():
-                calls.append(call)
-        return calls
-
-    assert copies(3) == copies(3.0) == [4, 8]
-    assert copies(2.5) == []
-
-
 def test_rollout_outside_an_exploration_context_follows_default_interaction_type():
     """run-time-audit.md#exploration: outside any exploration context env.rollout takes
     ProbabilisticActor's deterministic action with the default default_interaction_type, and
