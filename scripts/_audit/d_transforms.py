@@ -75,8 +75,9 @@ def install(hub) -> None:
         """Count ``_step`` calls of ``env``'s class: every use of a base env, also through a
         TransformedEnv or a SerialEnv (wrapped once per class, on the first instance built). A
         ``_step`` that is a classmethod (``PendulumEnv``'s) has no instance to count: its env's
-        ``step`` calls count instead. A class of the user's script is not wrapped (see
-        _count_calls): its leaf envs are counted by boundary.py's ``leaf_step``."""
+        ``step`` calls count instead. A class of the user's script is not wrapped in the
+        audited process (see _count_calls): its leaf envs are counted by boundary.py's
+        ``leaf_step`` there."""
         cls = type(env)
         if cls in counted_classes or isinstance(env, TransformedEnv):
             return
@@ -147,11 +148,13 @@ def install(hub) -> None:
 def _count_calls(hub, owner, name: str, event: str) -> None:
     """Emit ``event(self)`` on ``hub`` after each ``name`` call of ``owner`` and of its
     subclasses that override it with a plain function (classmethods and staticmethods are
-    left alone; a ``super()`` chain counts once). Only classes pickled by reference are
-    wrapped (:func:`_by_reference`): a class of the user's script (``__main__``) or one
-    defined inside a function is pickled by value when a worker process is spawned
-    (cloudpickle pickles it with its methods), and a wrapper holding the auditor's state
-    would not pickle (``TypeError: cannot pickle 'weakref.ReferenceType' object``). The
+    left alone; a ``super()`` chain counts once). In the audited process only classes
+    pickled by reference are wrapped (:func:`_by_reference`): a class of the user's script
+    (``__main__``) or one defined inside a function is pickled by value when a worker process
+    is spawned (cloudpickle pickles it with its methods), and a wrapper holding the auditor's
+    state would not pickle (``TypeError: cannot pickle 'weakref.ReferenceType' object``); a
+    worker process, which received the class and steps its env there (a ``ParallelEnv``
+    worker without buffers calls ``env._step``), wraps them all. The
     marker is this function's own (``_audit_counts``): a method another module wrapped
     already (boundary.py wraps ``GymLikeEnv._step``) is counted too, and a forked worker's
     re-installed listeners get the events of the wrappers it inherited."""
@@ -163,7 +166,7 @@ def _count_calls(hub, owner, name: str, event: str) -> None:
     for klass in _subclasses(owner):
         fn = klass.__dict__.get(name)
         if (fn is None or isinstance(fn, (classmethod, staticmethod)) or getattr(fn, "_audit_counts", False)
-                or not callable(fn) or not _by_reference(klass)):
+                or not callable(fn) or not (_by_reference(klass) or getattr(hub, "is_worker", False))):
             continue
 
         def make(fn):
