@@ -203,6 +203,31 @@ def test_policy_distribution_entropy_verdicts():
         _judge("e_policy_distribution", {"sources": [{**steady, "series": steady["series"][:2]}]})
 
 
+def test_policy_distribution_waits_while_live_on_an_entropy_near_its_collapse_line():
+    # the early stop's view (live): 0.18 -> 0.12 of log(n) is within 2x of the 0.1 line, not a pass
+    # yet; once the run ended it is judged (a pass: it never crossed); a healthy entropy is judged live
+    from _audit import e_policy_distribution as pd
+    from _audit.evidence import Short, readiness
+
+    source = {"kind": "Collector", "site": "", "checks": 4, "lp_checked": 800, "lp_off": 0, "example": None, "lp_key": "action_log_prob",
+              "no_actor": None, "unit": "share", "series": [(200, 0, 0.18), (400, 16, 0.15), (600, 32, 0.13), (800, 48, 0.12)]}
+
+    def observed(src, live):
+        return {"sections": {pd.NAME: {"sources": [src]}}, "meta": {}, "end": {"how": "running"}, "live": live}
+
+    with pytest.raises(Short, match=r"entropy not judged yet: Collector: entropy 0.18 -> 0.12 .*within 2x of the collapse line"):
+        pd.judge(observed(source, live=True))
+    assert readiness(pd, observed(source, live=True)) is False
+    assert "entropy 0.18 -> 0.12 of its maximum log(n)" in pd.judge(observed(source, live=False))
+    assert readiness(pd, observed({**source, "checks": pd.MAX_CHECKS}, live=True)) is True  # no check will come: judged
+    healthy = {**source, "series": [(200, 0, 0.9), (400, 16, 0.95), (600, 32, 0.97)]}
+    assert readiness(pd, observed(healthy, live=True)) is True
+    # continuous: down 1.15 nats (DROP / 2) or more is watched; an entropy seen on too few checks too
+    shrinking = {**source, "unit": "nats", "series": [(200, 0, 1.4), (400, 16, 0.9), (600, 32, 0.2), (800, 48, 0.2)]}
+    assert readiness(pd, observed(shrinking, live=True)) is False and readiness(pd, observed(shrinking, live=False)) is True
+    assert readiness(pd, observed({**healthy, "series": healthy["series"][:1]}, live=True)) is False
+
+
 def test_grad_norms_verdicts():
     def net(first, last, steps=20):
         return {"first": first, "last": last, "steps": steps, "first_step": 1, "last_step": steps, "tensors": 4}

@@ -112,3 +112,42 @@ def test_merged_reports_name_uninstrumented_workers_and_keep_the_note():
     obs = observed([{"pid": 11, "method": "spawn", "target": None}], [report])
     workers.merge(obs, audit_run.MODULES)
     assert obs["meta"]["workers"] == [] and workers.notes(obs["meta"])[0].startswith("1 of 1 worker processes instrumented (spawn")
+
+
+def test_the_early_stop_waits_for_started_workers_and_judges_with_their_reports(tmp_path):
+    # d_training's early stop reads the worker reports as they come: while a started worker has not
+    # reported as instrumented it is no view at all (None); then the worker's env is in the row,
+    # merged on a copy (the hub's own meta is left as it was)
+    import copy
+    import time
+
+    from _audit import d_training, d_transforms
+    from _audit.evidence import readiness
+
+    def env(base_id, steps):
+        return {"site": "train.py:51 in make_env", "base_cls": "Reach", "base_id": base_id, "steps": steps, "resets": steps // 10, "by_user": True,
+                "base_steps": steps, "appended_at": None, "transforms": ["StepCounter"], "reset_skipped": [], "norms": []}
+
+    class Hub:
+        workers_dir = str(tmp_path)
+        meta = {"workers": ["ParallelEnv(2 workers)"], "probe_errors": {}, "frames": 400,
+                "processes": [{"pid": 11, "method": "spawn", "target": "_run_worker_pipe_shared_mem", "t": time.time()}]}
+
+    hub = Hub()
+    observed = {"meta": hub.meta, "sections": {"transforms": {"envs": [env(3, 0)]}}, "end": {"how": "running"}, "live": True}
+    before = copy.deepcopy(hub.meta)
+    assert readiness(d_transforms, observed) is None  # the main process alone: the env inside the workers is not seen
+    assert d_training._with_worker_reports(hub, observed, [d_transforms]) is None  # no report yet
+    report = {"meta": {"pid": 11, "instrumented": False, "processes": [], "probe_errors": {}}, "sections": {}}
+    (tmp_path / "worker-11.json").write_text(json.dumps(report))
+    assert d_training._with_worker_reports(hub, observed, [d_transforms]) is None  # booted, torchrl not imported yet
+    report = {"meta": {"pid": 11, "instrumented": True, "processes": [], "probe_errors": {}}, "sections": {"transforms": {"envs": [env(3, 200)]}}}
+    (tmp_path / "worker-11.json").write_text(json.dumps(report))
+    merged = d_training._with_worker_reports(hub, observed, [d_transforms])
+    assert readiness(d_transforms, merged) is True and "StepCounter (200 steps, 20 resets" in d_transforms.judge(merged)
+    assert merged["meta"]["workers"] == [] and hub.meta == before
+    # a started process that never reports (a forkserver start) is waited for WORKER_BOOT_S, not forever
+    (tmp_path / "worker-11.json").unlink()
+    hub.meta["processes"][0]["t"] = time.time() - d_training.WORKER_BOOT_S - 1
+    assert d_training._with_worker_reports(hub, observed, [d_transforms])["meta"]["worker_processes"]["missing"] == [
+        "11 (spawn, _run_worker_pipe_shared_mem)"]
