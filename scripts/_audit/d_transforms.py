@@ -86,13 +86,18 @@ def install(hub) -> None:
         if owner is not None and not isinstance(owner.__dict__["_step"], (classmethod, staticmethod)):
             _count_calls(hub, owner, "_step", "private_step")
 
+    def skipped(ts) -> list:
+        """The user transforms among ``ts`` that override _call but not _reset, with where each
+        class is defined (read when the env is built too: a dropped env is gone by the end)."""
+        return [f"{type(t).__name__} (defined at {_defined_at(type(t))})" for t in ts if user_overrides(t)]
+
     def on_env(env, site, by_user=True):
         count_private_steps(env)
         if isinstance(env, TransformedEnv) and key_of(env) not in envs:
             envs[key_of(env)] = {"ref": weakref.ref(env), "site": site, "base": key_of(getattr(env, "base_env", None)),
                                  "base_cls": type(getattr(env, "base_env", None)).__name__, "by_user": bool(by_user),
                                  "transforms": [type(t).__name__ for t in _transforms(env)],
-                                 "reset_skipped": [type(t).__name__ for t in _transforms(env) if user_overrides(t)]}
+                                 "reset_skipped": skipped(_transforms(env))}
 
     def summarise():
         out = []
@@ -104,7 +109,7 @@ def install(hub) -> None:
             if env is not None:  # transforms appended later count too; a dropped env is gone by now
                 ts = _transforms(env)
                 info["transforms"] = [type(t).__name__ for t in ts]
-                info["reset_skipped"] = [f"{type(t).__name__} (defined at {_defined_at(type(t))})" for t in ts if user_overrides(t)]
+                info["reset_skipped"] = skipped(ts)
             else:
                 ts = []
             norms = [{"initialised": bool(getattr(t, "initialized", True)), "keys": [str(k) for k in t.in_keys]}
