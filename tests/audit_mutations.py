@@ -116,7 +116,7 @@ RUNS: list[Run] = [
     *pair("transforms", "wrapped-dropped", "mutations/transforms.py", "the same, the Collector wrapping the env (max_frames_per_traj)", 300,
           ["never stepped"]),
     *pair("transforms", "serial-dropped", "mutations/transforms.py", "the same in a SerialEnv's factory", 300, ["never stepped"]),
-    *pair("transforms", "call-only", "mutations/transforms.py", "user transform without _reset", 300, ["overrides _call but not _reset"]),
+    *pair("transforms", "call-only", "mutations/transforms.py", "user transform without _reset", 300, ["overrides _call but not _reset", "(defined at transforms.py:"]),
     *pair("transforms", "rollout-base", "mutations/transforms.py", "env.rollout on the base env", 300, ["never stepped"]),
     *short("transforms", "few-steps", "mutations/transforms.py", 5, ["--variant", "dropped", "--fixed", "--frames-per-batch", "5"]),
     # time-limit

@@ -227,6 +227,10 @@ def test_unseeded_generators_start_alike_and_set_seed_separates_workers():
     env.set_seed(0)
     apart = env.reset()["observation"]
     assert torch.unique(apart, dim=0).shape[0] == 3
+    # the seeds are chained by seed_generator, not seed, seed + 1, ...: worker 1 gets seed_generator(0)
+    from torchrl._utils import seed_generator
+
+    assert [e.rng.initial_seed() for e in env._envs] == [0, seed_generator(0), seed_generator(seed_generator(0))] and seed_generator(0) != 1
     env.close()
 
 

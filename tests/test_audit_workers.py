@@ -47,7 +47,16 @@ def test_a_transform_dropped_inside_parallel_env_workers_is_seen(variant, method
     assert status == "pass" and "Reach with action spec BoundedContinuous(shape=(1,)): 400 received actions in 2 processes" in detail, detail
     assert "in 2 processes" in got["action-bounds"][1]
     # the ParallelEnv's identical first resets are seen (on its batched reset)
-    assert "ParallelEnv: 1 distinct first resets for 2 workers" in got["identical-workers"][1] or got["identical-workers"][0] == "fail"
+    assert "ParallelEnv built at train.py:" in got["identical-workers"][1] and ": 1 distinct first resets for 2 workers" in got["identical-workers"][1]
+
+
+def test_a_transform_dropped_inside_workers_that_step_through_private_step_is_seen():
+    # ParallelEnv(use_buffers=False): a worker calls env._step on the script's own env class,
+    # which the audited process cannot wrap (it is pickled by value); the worker wraps it
+    code, got = audit("parallel-direct")
+    _instrumented(got["run"][1], "spawn")
+    status, detail = got["transforms"]
+    assert status == "fail" and "in make_env_dropping was never stepped, while its base Reach was stepped 200 times" in detail, detail
 
 
 def test_parallel_env_workers_with_the_transform_kept_and_seeded_pass():
@@ -55,7 +64,8 @@ def test_parallel_env_workers_with_the_transform_kept_and_seeded_pass():
     _instrumented(got["run"][1], "spawn")
     status, detail = got["transforms"]
     assert status == "pass" and "2 x StepCounter (200 steps" in detail and "not counted" not in detail, detail
-    assert got["identical-workers"] [0] == "pass" and "ParallelEnv: 2 distinct first resets for 2 workers" in got["identical-workers"][1]
+    status, detail = got["identical-workers"]
+    assert status == "pass" and "ParallelEnv built at train.py:" in detail and ": 2 distinct first resets for 2 workers" in detail, detail
 
 
 def test_multi_sync_collector_workers_starting_alike_are_seen_and_nothing_is_left_behind(tmp_path):
@@ -66,7 +76,9 @@ def test_multi_sync_collector_workers_starting_alike_are_seen_and_nothing_is_lef
     got = rows(json.loads(proc.stdout))
     _instrumented(got["run"][1], "spawn")
     status, detail = got["identical-workers"]
-    assert status == "fail" and "TransformedEnv(Reach) (one per worker process) with 2 workers made only 1 distinct first resets" in detail, detail
+    # one env per collector worker, compared across the workers' reports; the FAIL names the factory's line
+    assert status == "fail" and "TransformedEnv(Reach) (one per worker process) built at train.py:" in detail, detail
+    assert "in make_env: 1 distinct first resets for 2 workers" in detail and "collector.set_seed(seed)" in detail, detail
     assert got["env-actions"][0] == "pass" and "400 received actions in 2 processes" in got["env-actions"][1]
     assert "2 x StepCounter (200 steps" in got["transforms"][1] or "StepCounter (" in got["transforms"][1]
     # no torchrl-audit-* folder, no worker report (torch itself may leave its torchinductor_* cache there)
@@ -100,3 +112,42 @@ def test_merged_reports_name_uninstrumented_workers_and_keep_the_note():
     obs = observed([{"pid": 11, "method": "spawn", "target": None}], [report])
     workers.merge(obs, audit_run.MODULES)
     assert obs["meta"]["workers"] == [] and workers.notes(obs["meta"])[0].startswith("1 of 1 worker processes instrumented (spawn")
+
+
+def test_the_early_stop_waits_for_started_workers_and_judges_with_their_reports(tmp_path):
+    # d_training's early stop reads the worker reports as they come: while a started worker has not
+    # reported as instrumented it is no view at all (None); then the worker's env is in the row,
+    # merged on a copy (the hub's own meta is left as it was)
+    import copy
+    import time
+
+    from _audit import d_training, d_transforms
+    from _audit.evidence import readiness
+
+    def env(base_id, steps):
+        return {"site": "train.py:51 in make_env", "base_cls": "Reach", "base_id": base_id, "steps": steps, "resets": steps // 10, "by_user": True,
+                "base_steps": steps, "appended_at": None, "transforms": ["StepCounter"], "reset_skipped": [], "norms": []}
+
+    class Hub:
+        workers_dir = str(tmp_path)
+        meta = {"workers": ["ParallelEnv(2 workers)"], "probe_errors": {}, "frames": 400,
+                "processes": [{"pid": 11, "method": "spawn", "target": "_run_worker_pipe_shared_mem", "t": time.time()}]}
+
+    hub = Hub()
+    observed = {"meta": hub.meta, "sections": {"transforms": {"envs": [env(3, 0)]}}, "end": {"how": "running"}, "live": True}
+    before = copy.deepcopy(hub.meta)
+    assert readiness(d_transforms, observed) is None  # the main process alone: the env inside the workers is not seen
+    assert d_training._with_worker_reports(hub, observed, [d_transforms]) is None  # no report yet
+    report = {"meta": {"pid": 11, "instrumented": False, "processes": [], "probe_errors": {}}, "sections": {}}
+    (tmp_path / "worker-11.json").write_text(json.dumps(report))
+    assert d_training._with_worker_reports(hub, observed, [d_transforms]) is None  # booted, torchrl not imported yet
+    report = {"meta": {"pid": 11, "instrumented": True, "processes": [], "probe_errors": {}}, "sections": {"transforms": {"envs": [env(3, 200)]}}}
+    (tmp_path / "worker-11.json").write_text(json.dumps(report))
+    merged = d_training._with_worker_reports(hub, observed, [d_transforms])
+    assert readiness(d_transforms, merged) is True and "StepCounter (200 steps, 20 resets" in d_transforms.judge(merged)
+    assert merged["meta"]["workers"] == [] and hub.meta == before
+    # a started process that never reports (a forkserver start) is waited for WORKER_BOOT_S, not forever
+    (tmp_path / "worker-11.json").unlink()
+    hub.meta["processes"][0]["t"] = time.time() - d_training.WORKER_BOOT_S - 1
+    assert d_training._with_worker_reports(hub, observed, [d_transforms])["meta"]["worker_processes"]["missing"] == [
+        "11 (spawn, _run_worker_pipe_shared_mem)"]

@@ -9,13 +9,16 @@ Two halves that never import each other's heavy parts:
 - the parent (``runner.py``): starts the child in its own process group, stops it at the
   budget, reads the summaries and hands them to each detector's ``judge(obs)``.
 
-``DETECTORS`` lists the detector modules in report order, ``INFO`` the modules of information
-rows (never a fault); each one has ``NAME`` (its report row), ``install(hub)`` (child side;
-imports torch inside) and ``judge(obs)`` (parent side; returns the pass detail or raises
-``skill_report.CheckFailed``/``CheckSkipped``).
+``DETECTORS`` lists the modules of the rows that can fail, in report order (``CAUSES``: the
+cause detectors, ``EFFECTS``: the effect monitors, ``LLM``: the LLM training-loop rows),
+``INFO`` the modules of information rows (never a fault); each one has ``NAME`` (its report
+row), ``install(hub)`` (child side; imports torch inside) and ``judge(obs)`` (parent side;
+returns the pass detail or raises ``skill_report.CheckFailed``/``CheckSkipped``).
 """
 
-DETECTORS = [
+# Report order: the cause detectors, the effect monitors, the LLM rows, then the info rows
+# (audit_run.CHECKS; the table of references/run-time-audit.md follows it).
+CAUSES = [
     "d_training",  # first: whether anything was trained at all (exit 5 when not), and the early stop
     "d_target_network",
     "d_optimizer_coverage",
@@ -30,7 +33,7 @@ DETECTORS = [
     "d_env_seeding",
 ]
 # Effect monitors: a fault named by what it does (what the env receives, the policy's
-# distribution, gradients, values, rewards), whatever its cause; printed after the detectors.
+# distribution, gradients, values, rewards), whatever its cause.
 EFFECTS = [
     "e_env_actions",
     "e_action_bounds",
@@ -40,10 +43,10 @@ EFFECTS = [
     "e_value_range",
     "e_reward_variety",
 ]
-DETECTORS = DETECTORS + EFFECTS
-INFO = ["i_update_to_data", "i_observation_scale"]  # information rows, printed after the detectors
 # LLM training loops (GRPOLoss/SFTLoss, TransformersWrapper, LLMCollector); each skips when none ran
-DETECTORS += ["l_ratio", "l_mask", "l_groups", "l_kl", "l_reward"]
+LLM = ["l_ratio", "l_mask", "l_groups", "l_kl", "l_reward"]
+DETECTORS = CAUSES + EFFECTS + LLM  # every row that can fail, in report order
+INFO = ["i_update_to_data", "i_observation_scale"]  # information rows (never a fault), printed last
 
 
 def cause_and_fix(entry_id: str, **values) -> str:

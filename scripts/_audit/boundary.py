@@ -1,9 +1,11 @@
 """The base env's side of each step: what the env that runs the task receives (child side).
 
 Shared by the effect monitors that judge actions where they take effect (e_env_actions,
-e_action_bounds). ``install(hub)`` (once per hub) emits
+e_action_bounds) and by d_transforms (which counts the steps of the user's env classes
+without wrapping them). ``install(hub)`` (once per hub) emits
 ``base_action(env, sampled, received, deterministic)`` for each step of a leaf env (one that
-is neither a ``TransformedEnv`` nor a batched env):
+is neither a ``TransformedEnv`` nor a batched env), and ``leaf_step(env)`` for each step of a
+leaf env that is not a ``GymLikeEnv`` (whatever its action):
 
 - a ``GymLikeEnv`` (``GymEnv``, ``GymWrapper``, ``DMControlEnv``, ...): its ``_step`` reads
   the TensorDict's action and hands the library env ``read_action(action)``, i.e.
@@ -97,6 +99,8 @@ def install(hub) -> None:
         return td.get(keys[0], None) if len(keys) == 1 and td is not None and hasattr(td, "get") else None
 
     def emit_leaf(env, td):
+        if leaf(env):  # a GymLikeEnv's steps are counted on its own (library) class
+            hub.emit("leaf_step", env)
         action = action_of(env, td)
         if action is not None:
             hub.emit("base_action", env, action, action, deterministic())

@@ -9,7 +9,7 @@ leaf with no feature dim (``PendulumEnv``'s ``"th"``) counts as one feature. A l
 first reset shows the env's resets are random; one that equals it shows them repeating.
 Faults: two or more rows identical over a whole batch; fewer distinct first resets than
 workers, unless the reset is shown deterministic by design: the workers were seeded apart
-(``set_seed`` on the batched env gives seed, seed+1, ...) and still reset alike, or later
+(``set_seed`` on the batched env gives each worker its own seed) and still reset alike, or later
 resets repeat the first one and none differs. The usual causes, named from the batched
 env itself: ``create_env_kwargs`` given as one dict (torchrl copies it to every worker, so
 every worker gets the same ``seed``), a factory that seeds each env alike, an unseeded
@@ -22,7 +22,10 @@ fixed default seed in every process and every instance (unlike the global genera
 first seed is random per process), so an env drawing from one gives every worker the same
 start states until ``SerialEnv.set_seed(seed)`` seeds the workers apart
 (tests/test_audit_facts.py, tests/test_audit_detectors.py). Public report: pytorch/rl#4208
-(batched MuJoCo workers all seeded alike).
+(batched MuJoCo workers all seeded alike). ``set_seed(seed)`` on a batched env or a
+multi-process collector seeds the first worker with ``seed`` and each next one with the seed
+the one before returned (``torchrl._utils.seed_generator``, not ``seed + 1``;
+torchrl/envs/batched_envs.py, torchrl/collectors/_multi_base.py 0.14.1).
 """
 
 from __future__ import annotations
@@ -158,6 +161,10 @@ def _cause(r: dict) -> str:
                 f"create_env_kwargs=[{{'{r['same_seed'].split('=')[0]}': seed + i}} for i in range(num_workers)], or env.set_seed(seed) on the batched env")
     if r["seeded"]:
         return "the workers were seeded apart yet reset alike, and later resets differ: the reset draws from a generator _set_seed does not seed; fix: seed that generator in your env's _set_seed"
+    if r.get("per_process"):  # one env per worker of a multi-process collector (worker_reports.py)
+        return ("set_seed was never called on them, so every worker's generator starts from the same state (an unseeded torch.Generator() starts "
+                "from the same default seed in every process; a factory that seeds each env alike does the same); fix: collector.set_seed(seed) "
+                "on the multi-process collector before collecting (each worker's env gets its own seed)")
     return ("set_seed was never called on it, so every worker's generator starts from the same state (an unseeded torch.Generator() starts "
             "from the same default seed in every worker; a factory that seeds each env alike does the same); fix: env.set_seed(seed) on the "
             "batched env before collecting")
@@ -177,7 +184,7 @@ def judge(observed: dict) -> str:
         if s["identical"]:
             faults.append(f"{s['identical']} of the {s['rows']} env rows of {s['kind']} batches (at {s.get('site', '?')}) were identical (observations and actions over all "
                           f"{s['steps']} steps): those workers replay the same random stream; fix: seed the batched env once with env.set_seed(seed) "
-                          "(workers get seed, seed+1, ...) and draw randomness from the generator your env's _set_seed seeds")
+                          "(each worker gets its own seed) and draw randomness from the generator your env's _set_seed seeds")
         else:
             notes.append(f"{s['kind']}: {s['batches']} checks of {s['rows']} rows x {s['steps']} steps, all distinct")
     for r in resets:

@@ -12,8 +12,12 @@ as pytest exits 5 when it collected nothing.
 Early stop (child side): without ``--max-frames``, the run stops at a collection call once
 training has started and every detector that saw its component has its verdict
 (``evidence.readiness``: none is short of its minimum evidence, at least one has a verdict).
-The check runs at most once a second, on sections the summarisers refresh (no file write). A component first used after that point (an evaluation env every N frames)
-is not seen: ``--max-frames N`` runs to N frames.
+The check runs at most once a second, on sections the summarisers refresh (no file write),
+marked ``live`` (``evidence.live``: a trend near its fault line is not a verdict yet), with
+the reports of the worker processes merged in as the parent merges them; while a started
+worker process has not reported as instrumented (booting, importing torchrl) the run goes
+on, for up to WORKER_BOOT_S. A component first used after that point (an evaluation env
+every N frames) is not seen: ``--max-frames N`` runs to N frames.
 
 Facts (torchrl 0.14.1, torchrl/collectors/_single.py): ``Collector(...,
 init_random_frames=N)`` keeps ``init_random_frames`` and ``frames_per_batch`` as attributes
@@ -27,6 +31,7 @@ import skill_report as sr
 NAME = "training"
 EXIT_NOTHING_TRAINED = 5
 BATCHES_PAST_RANDOM = 10  # the budget asked for: init_random_frames plus this many batches
+WORKER_BOOT_S = 30.0  # the early stop waits this long for a started worker process to report
 
 
 class NothingTrained(sr.CheckSkipped):
@@ -56,7 +61,7 @@ def install(hub) -> None:
     hub.on("collector_built", on_collector)
     hub.on("optimizer_pre_step", on_pre_step)
     hub.summariser(lambda: sec.update(collectors=list(collectors.values()), first_step=dict(first)))
-    if hub.max_frames is None:
+    if hub.max_frames is None and not getattr(hub, "is_worker", False):  # the audited process owns the budget
         _stop_when_every_verdict_is_in(hub)
 
 
@@ -78,7 +83,9 @@ def _stop_when_every_verdict_is_in(hub, every: float = 1.0) -> None:
         if not hub.meta["optimizer_steps"] or hub.elapsed() - state["last"] < every:
             return False
         state["last"] = hub.elapsed()
-        observed = {**hub.payload(), "end": {"how": "running"}}
+        observed = _with_worker_reports(hub, {**hub.payload(), "end": {"how": "running"}, "live": True}, modules)
+        if observed is None:  # a worker process has not reported yet: its events are not in
+            return False
         verdicts = {m.NAME: readiness(m, observed) for m in modules}
         if False in verdicts.values() or True not in verdicts.values():
             return False
@@ -93,6 +100,32 @@ def _stop_when_every_verdict_is_in(hub, every: float = 1.0) -> None:
         return checkpoint(collecting)
 
     hub.checkpoint = checkpoint_or_stop
+
+
+def _with_worker_reports(hub, observed: dict, modules: list) -> dict | None:
+    """``observed`` with the worker processes' reports merged as the parent merges them
+    (worker_reports.py), on a copy; None while a started worker has not reported as
+    instrumented yet (it is booting or importing torchrl), unless WORKER_BOOT_S passed since
+    its start (a ``forkserver`` worker never reports: the run row names it). Without worker
+    processes, ``observed`` itself."""
+    import json
+    import time
+
+    from . import worker_reports
+
+    folder = getattr(hub, "workers_dir", None)
+    reports = worker_reports.collect(folder) if folder and hub.meta.get("processes") else []
+    started = list(hub.meta.get("processes", [])) + [p for r in reports for p in r["meta"].get("processes", [])]
+    if not started:
+        return observed
+    ready = {r["meta"].get("pid") for r in reports if r["meta"].get("instrumented")}
+    now = time.time()  # wall clock: a worker's own processes were stamped by its hub, whose start differs
+    if any(p["pid"] not in ready and now - p.get("t", 0.0) < WORKER_BOOT_S for p in started):
+        return None
+    observed = json.loads(json.dumps(observed, default=str))
+    observed["worker_reports"] = reports
+    worker_reports.merge(observed, modules)
+    return observed
 
 
 def _budget(meta: dict, sec: dict) -> str:

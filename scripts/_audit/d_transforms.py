@@ -7,8 +7,9 @@ wraps the env it is given, ``Collector(env, ..., max_frames_per_traj=N)`` adds a
 env object ran, where they run: ``_step``/``_reset`` (a ``SerialEnv`` steps its sub-envs
 through ``_step``, never ``step``: torchrl/envs/batched_envs.py 0.14.1; a ``TransformedEnv``
 steps its base env the same way). Only an env the user's code built can be "never used";
-one torchrl built counts for the base env it wraps. The sub-envs of a ``ParallelEnv`` or of a multi-process collector run in worker
-processes, which are not instrumented: the row says they are not counted.
+one torchrl built counts for the base env it wraps. The sub-envs of a ``ParallelEnv`` or of
+a multi-process collector run in worker processes: counted there when the workers are
+instrumented (workers.py, merged by worker_reports.py), else the row says they are not.
 Faults: a ``TransformedEnv`` never stepped nor reset while its base env was stepped
 directly (``env.append_transform(t)`` on a plain env returns a new ``TransformedEnv`` and
 leaves ``env`` unchanged, so dropping the return value drops the transform); a user
@@ -48,6 +49,7 @@ def _transforms(env) -> list:
 def install(hub) -> None:
     from torchrl.envs import ObservationNorm, Transform, TransformedEnv
 
+    from . import boundary
     from .tdtools import ObjectKeys
 
     sec = hub.section(NAME)
@@ -66,20 +68,28 @@ def install(hub) -> None:
         return overrides and getattr(cls, "_reset") is getattr(Transform, "_reset")
 
     counted_classes: set = set()
-    private: dict[int, int] = {}
+    private: dict[int, int] = {}  # _step calls of an env class _count_calls wraps
+    leaf: dict[int, int] = {}  # steps of any leaf env, seen by boundary.py
 
     def count_private_steps(env):
         """Count ``_step`` calls of ``env``'s class: every use of a base env, also through a
         TransformedEnv or a SerialEnv (wrapped once per class, on the first instance built). A
         ``_step`` that is a classmethod (``PendulumEnv``'s) has no instance to count: its env's
-        ``step`` calls count instead."""
+        ``step`` calls count instead. A class of the user's script is not wrapped in the
+        audited process (see _count_calls): its leaf envs are counted by boundary.py's
+        ``leaf_step`` there."""
         cls = type(env)
         if cls in counted_classes or isinstance(env, TransformedEnv):
             return
         counted_classes.add(cls)
         owner = next((k for k in cls.__mro__ if "_step" in k.__dict__), None)
         if owner is not None and not isinstance(owner.__dict__["_step"], (classmethod, staticmethod)):
-            _count_calls(owner, "_step", lambda env: count(private, env))
+            _count_calls(hub, owner, "_step", "private_step")
+
+    def skipped(ts) -> list:
+        """The user transforms among ``ts`` that override _call but not _reset, with where each
+        class is defined (read when the env is built too: a dropped env is gone by the end)."""
+        return [f"{type(t).__name__} (defined at {_defined_at(type(t))})" for t in ts if user_overrides(t)]
 
     def on_env(env, site, by_user=True):
         count_private_steps(env)
@@ -87,7 +97,7 @@ def install(hub) -> None:
             envs[key_of(env)] = {"ref": weakref.ref(env), "site": site, "base": key_of(getattr(env, "base_env", None)),
                                  "base_cls": type(getattr(env, "base_env", None)).__name__, "by_user": bool(by_user),
                                  "transforms": [type(t).__name__ for t in _transforms(env)],
-                                 "reset_skipped": [type(t).__name__ for t in _transforms(env) if user_overrides(t)]}
+                                 "reset_skipped": skipped(_transforms(env))}
 
     def summarise():
         out = []
@@ -99,7 +109,7 @@ def install(hub) -> None:
             if env is not None:  # transforms appended later count too; a dropped env is gone by now
                 ts = _transforms(env)
                 info["transforms"] = [type(t).__name__ for t in ts]
-                info["reset_skipped"] = [f"{type(t).__name__} (defined at {_defined_at(type(t))})" for t in ts if user_overrides(t)]
+                info["reset_skipped"] = skipped(ts)
             else:
                 ts = []
             norms = [{"initialised": bool(getattr(t, "initialized", True)), "keys": [str(k) for k in t.in_keys]}
@@ -119,9 +129,12 @@ def install(hub) -> None:
 
     def used(key) -> int:
         """Steps of a base env: its ``_step`` calls (every use), or its ``step`` calls."""
-        return max(private.get(key, 0), direct.get(key, 0))
+        return max(private.get(key, 0), leaf.get(key, 0), direct.get(key, 0))
 
     hub.on("env_built", on_env)
+    boundary.install(hub)  # the leaf steps of envs whose class is the script's own (not wrapped here)
+    hub.on("leaf_step", lambda env: count(leaf, env))
+    hub.on("private_step", lambda env: count(private, env))
     # A TransformedEnv's steps and resets are counted where they run (its _step/_reset), so the
     # sub-envs a SerialEnv steps through _step count too; a base env's own steps are its step calls.
     hub.on("env_step", lambda env, out: None if isinstance(env, TransformedEnv) else count(direct, env))
@@ -137,10 +150,19 @@ def install(hub) -> None:
     hub.summariser(summarise)
 
 
-def _count_calls(owner, name: str, counted) -> None:
-    """Call ``counted(self)`` after each ``name`` call of ``owner`` and of its subclasses that
-    override it with a plain function (classmethods and staticmethods are left alone; a
-    ``super()`` chain counts once)."""
+def _count_calls(hub, owner, name: str, event: str) -> None:
+    """Emit ``event(self)`` on ``hub`` after each ``name`` call of ``owner`` and of its
+    subclasses that override it with a plain function (classmethods and staticmethods are
+    left alone; a ``super()`` chain counts once). In the audited process only classes
+    pickled by reference are wrapped (:func:`_by_reference`): a class of the user's script
+    (``__main__``) or one defined inside a function is pickled by value when a worker process
+    is spawned (cloudpickle pickles it with its methods), and a wrapper holding the auditor's
+    state would not pickle (``TypeError: cannot pickle 'weakref.ReferenceType' object``); a
+    worker process, which received the class and steps its env there (a ``ParallelEnv``
+    worker without buffers calls ``env._step``), wraps them all. The
+    marker is this function's own (``_audit_counts``): a method another module wrapped
+    already (boundary.py wraps ``GymLikeEnv._step``) is counted too, and a forked worker's
+    re-installed listeners get the events of the wrappers it inherited."""
     import functools
 
     from .patches import _subclasses
@@ -148,7 +170,8 @@ def _count_calls(owner, name: str, counted) -> None:
     active: set = set()
     for klass in _subclasses(owner):
         fn = klass.__dict__.get(name)
-        if fn is None or isinstance(fn, (classmethod, staticmethod)) or getattr(fn, "_audit_wrapped", False) or not callable(fn):
+        if (fn is None or isinstance(fn, (classmethod, staticmethod)) or getattr(fn, "_audit_counts", False)
+                or not callable(fn) or not (_by_reference(klass) or getattr(hub, "is_worker", False))):
             continue
 
         def make(fn):
@@ -161,16 +184,26 @@ def _count_calls(owner, name: str, counted) -> None:
                     out = fn(self, *args, **kwargs)
                 finally:
                     active.discard(id(self))
-                try:
-                    counted(self)
-                except Exception:  # counting must never change the user's run
-                    pass
+                hub.emit(event, self)  # a listener's error is recorded by the hub, never raised here
                 return out
 
-            wrapper._audit_wrapped = True
+            wrapper._audit_wrapped = wrapper._audit_counts = True
             return wrapper
 
         setattr(klass, name, make(fn))
+
+
+def _by_reference(klass) -> bool:
+    """Whether pickle (and cloudpickle) pickle ``klass`` by reference: its module is imported
+    under its name, is not ``__main__``, and holds the class at its qualified name."""
+    import sys
+
+    if klass.__module__ in ("__main__", "__mp_main__"):
+        return False
+    obj = sys.modules.get(klass.__module__)
+    for part in klass.__qualname__.split("."):
+        obj = getattr(obj, part, None)
+    return obj is klass
 
 
 def _defined_at(cls) -> str:

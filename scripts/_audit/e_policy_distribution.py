@@ -23,7 +23,12 @@ MIN_LOGPROBS or more checked steps; the env received other actions than the stor
 never taken); entropy collapsed: a categorical policy below FLOOR of its maximum over its
 last two checks (or at every check), a continuous one down DROP nats per dimension from
 its first check. Minimum evidence for the entropy verdict: MIN_CHECKS checks and one
-optimizer step between the first and the last; fewer: SKIP with the counts seen.
+optimizer step between the first and the last; fewer: SKIP with the counts seen. While the
+run goes on (``evidence.live``: the early stop asking), an entropy short of that, or within
+a factor NEAR of its fault line (a categorical one under NEAR x FLOOR of log(n), a
+continuous one down DROP / NEAR nats per dimension), is no verdict yet (Short), so the run
+is not stopped on a pass of a policy that is collapsing; once the run ended it is judged on
+what was seen.
 Thresholds: on the correct runs of tests/fixtures/audit (up to 4096 frames) a CartPole PPO
 stays at 0.97-1.00 of log(2), Pendulum PPO and SAC policies within 0.25 nats per dimension
 of their start (1.44 -> 1.68, 1.43 -> 1.26); FLOOR 0.1 of log(2) is a policy that takes
@@ -49,6 +54,7 @@ MIN_LOGPROBS = 100
 MIN_CHECKS = 3
 FLOOR = 0.1  # categorical: entropy / log(n)
 DROP = 2.3  # continuous: nats per action dimension (std / 10)
+NEAR = 2.0  # while the run goes on, within this factor of FLOOR or DROP is no verdict yet
 
 
 def _actor(policy):
@@ -160,25 +166,31 @@ def install(hub) -> None:
     hub.summariser(summarise)
 
 
-def _entropy_verdict(s: dict) -> tuple[str | None, str, bool]:
-    """``(fault or None, note, judged)`` on one source's entropy series."""
+def _entropy_verdict(s: dict, live: bool = False) -> tuple[str | None, str, str]:
+    """``(fault or None, note, state)`` on one source's entropy series; ``state``: "judged",
+    "short" (too few checks) or "near" (``live``: the run goes on, and the entropy is within
+    NEAR of its fault line: not judged yet)."""
     series = s["series"]
     steps = series[-1][1] - series[0][1] if series else 0
     if len(series) < MIN_CHECKS or not steps:
-        return None, f"entropy not judged: {len(series)} checks with {steps} optimizer steps between them (needs {MIN_CHECKS} checks and a step)", False
+        return None, f"entropy not judged: {len(series)} checks with {steps} optimizer steps between them (needs {MIN_CHECKS} checks and a step)", "short"
     first, last = series[0][2], sum(v for _, _, v in series[-2:]) / 2
     span = f"over {series[-1][0] - series[0][0]} frames and {steps} optimizer steps ({len(series)} checks)"
     if s["unit"] == "share":
         text = f"entropy {first:.2f} -> {last:.2f} of its maximum log(n) {span}"
         if all(v < FLOOR for _, _, v in series):
-            return f"{text}: the policy is nearly deterministic from its first batch (logits far too large), so it explores nothing", text, True
+            return f"{text}: the policy is nearly deterministic from its first batch (logits far too large), so it explores nothing", text, "judged"
         if last < FLOOR:
-            return f"{text}: the policy collapsed to nearly one action", text, True
-        return None, text, True
+            return f"{text}: the policy collapsed to nearly one action", text, "judged"
+        if live and last < NEAR * FLOOR:
+            return None, f"{text}: within {NEAR:g}x of the collapse line ({FLOOR:g}), judged as the run goes on", "near"
+        return None, text, "judged"
     text = f"entropy {first:.2f} -> {last:.2f} nats per action dimension {span}"
     if first - last >= DROP:
-        return f"{text}: the policy's spread shrank more than tenfold", text, True
-    return None, text, True
+        return f"{text}: the policy's spread shrank more than tenfold", text, "judged"
+    if live and first - last >= DROP / NEAR:
+        return None, f"{text}: down more than {DROP / NEAR:.2f} nats, judged as the run goes on", "near"
+    return None, text, "judged"
 
 
 def judge(observed: dict) -> str:
@@ -189,7 +201,7 @@ def judge(observed: dict) -> str:
         raise sr.CheckSkipped("no collected batch of a probabilistic actor (ProbabilisticActor)" + (f"; policies seen: {others}" if others else ""))
     env_actions = observed["sections"].get("env-actions", {}).get("envs", [])
     remapped = [e["label"] for e in env_actions if e.get("discrete") and any(len(v) > 1 for v in e.get("pairs", {}).values())]
-    faults, notes, judged = [], [], False
+    faults, notes, near, judged = [], [], [], False
     fix_entropy = ("fix: keep the entropy bonus positive (ClipPPOLoss(..., entropy_coeff=0.01)), lower the learning rate, "
                    "and check the scale of the logits (or loc/scale) at initialization: observations far from unit scale make them large")
     for s in measured:
@@ -215,14 +227,19 @@ def judge(observed: dict) -> str:
             judged = True
             faults.append(f"{where}: the stored {s['lp_key']} belongs to the sampled actions, but {', '.join(remapped)} received other "
                           "actions (see env-actions): the loss trains on log-probs of actions never taken")
-        fault, text, seen = _entropy_verdict(s)
-        judged = judged or seen
+        watching = evidence.live(observed) and s["checks"] < MAX_CHECKS  # more checks will come
+        fault, text, state = _entropy_verdict(s, watching)
+        if watching and (state == "near" or state == "short" and s["series"]):
+            near.append(f"{where}: {text}")  # an entropy seen but not judged: no verdict while the run goes on
+        judged = judged or state == "judged"
         if fault:
             faults.append(f"{where}: {fault}; {fix_entropy}")
         else:
             notes.append(f"{where}: {text}")
     if faults:
         raise sr.CheckFailed(" | ".join(faults))
+    if near:
+        raise evidence.Short("entropy not judged yet: " + "; ".join(near) + "; " + evidence.MORE)
     if not judged:
         raise evidence.Short("too little to judge: " + "; ".join(notes) + "; " + evidence.MORE)
     return "; ".join(notes)

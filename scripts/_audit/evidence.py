@@ -6,6 +6,12 @@ the row is a SKIP that says how many it saw, how many it needs and how to get th
 ``Short`` skip differs from a plain one ("the component was not used"): the child stops a
 run early only when no detector is short (see d_training.py), and a test can tell the two
 apart.
+
+While the run goes on, the early stop judges every detector on the sections so far, marked
+``observed["live"]`` (:func:`live`). A monitor that judges a trend over the run (entropy
+over time) answers ``Short`` then while its measure sits near its fault line, so the run
+goes on until the measure crosses the line or leaves it behind; once the run ended it gives
+its verdict on what it saw.
 """
 
 from __future__ import annotations
@@ -24,6 +30,12 @@ def need(seen: int, needed: int, what: str, unit: str, more: str = MORE) -> None
     judge; MORE"``."""
     if seen < needed:
         raise Short(f"{what}: saw {seen} {unit}, {needed} needed to judge; {more}")
+
+
+def live(observed: dict) -> bool:
+    """Whether ``observed`` is the early stop's view of a run still going on (d_training.py),
+    not the run's end."""
+    return bool(observed.get("live"))
 
 
 def readiness(module, observed: dict) -> bool | None:

@@ -66,7 +66,8 @@ def _worker_first_resets(reports: list[dict]) -> list[dict]:
         for f in r["sections"].get("_workers", {}).get("first_resets", [])[:1]:
             groups.setdefault(f["cls"], []).append(f)
     return [{"cls": f"{cls} (one per worker process)", "n": len(fs), "unique": len({f["digest"] for f in fs}),
-             "seeded": all(f["seeded"] for f in fs)} for cls, fs in groups.items() if len(fs) > 1]
+             "seeded": all(f["seeded"] for f in fs), "site": next((f["site"] for f in fs if f.get("site", "?") != "?"), "?"),
+             "per_process": True} for cls, fs in groups.items() if len(fs) > 1]
 
 
 def merge(observed: dict, modules: list) -> None:

@@ -13,8 +13,9 @@ instrumented worker, so workers of workers are covered too):
   fresh :class:`WorkerHub` and installs the detectors again, so nothing the parent saw
   before the fork is counted twice;
 - ``BaseProcess.start`` is wrapped to list every process started (pid, start method, target
-  function) under ``meta["processes"]``; a started process without a report was not
-  instrumented (``forkserver``, or killed before it booted), and the run row says so.
+  function, wall-clock start) under ``meta["processes"]``; a started process without a report
+  was not instrumented (``forkserver``, or killed before it booted), and the run row says so.
+  The early stop (d_training.py) reads the reports as they come, from ``hub.workers_dir``.
 
 A worker hub writes ``worker-PID.json`` in the runner's temporary folder (removed with it)
 when it boots, every SNAPSHOT_S seconds while events come, when the worker exits
@@ -41,6 +42,8 @@ _STATE: dict = {}  # per process: what enable() already did
 class WorkerHub(probe.Hub):
     """A hub in a worker process: records like the main one, never stops the run (the main
     process owns the budget), and snapshots itself as events come."""
+
+    is_worker = True
 
     def __init__(self, folder: str):
         super().__init__(Path(folder) / f"worker-{os.getpid()}.json", None, float("inf"), snapshot_every=SNAPSHOT_S)
@@ -193,7 +196,8 @@ def _patch_start(hub) -> None:
             method = {"popen_fork": "fork", "popen_spawn_posix": "spawn", "popen_forkserver": "forkserver"}.get(module.rpartition(".")[2], module)
             target = getattr(self, "_target", None)
             hub.meta.setdefault("processes", []).append(
-                {"pid": self.pid, "method": method, "target": getattr(target, "__name__", None) if target is not None else None})
+                {"pid": self.pid, "method": method, "target": getattr(target, "__name__", None) if target is not None else None,
+                 "t": round(time.time(), 3)})  # wall clock, comparable across processes (d_training's early stop)
         except Exception as err:
             hub.probe_error("process-start:_audit.workers", err)
         return out
@@ -209,6 +213,7 @@ def enable(hub, patches, detectors, folder: str) -> None:
     _STATE["pid"] = os.getpid()
     if not isinstance(hub, WorkerHub):  # the audited process makes the folder; a late worker never re-creates it
         Path(folder).mkdir(parents=True, exist_ok=True)
+        hub.workers_dir = folder  # the early stop reads the reports there (d_training.py)
     _patch_spawn(folder)
     _patch_start(hub)
 
@@ -286,6 +291,7 @@ def _watch_first_resets(hub) -> None:
     key_of = ObjectKeys()
     seen: set = set()
     seeded: set = set()
+    sites: dict = {}  # where the worker's code built each env (the user's factory line)
 
     def on_reset(env, out):
         if out is None or key_of(env) in seen or out.batch_size.numel() != 1:
@@ -298,7 +304,9 @@ def _watch_first_resets(hub) -> None:
         digest = hashlib.sha1(torch.cat(parts).numpy().tobytes()).hexdigest()[:16]
         base = getattr(env, "base_env", None) if type(env).__name__ == "TransformedEnv" else None
         label = f"TransformedEnv({type(base).__name__})" if base is not None else type(env).__name__
-        sec.setdefault("first_resets", []).append({"cls": label, "digest": digest, "seeded": key_of(env) in seeded})
+        sec.setdefault("first_resets", []).append({"cls": label, "digest": digest, "seeded": key_of(env) in seeded,
+                                                   "site": sites.get(key_of(env), "?")})
 
+    hub.on("env_built", lambda env, site, by_user=True: sites.setdefault(key_of(env), site))
     hub.on("env_seed", lambda env: seeded.add(key_of(env)))
     hub.on("env_reset", on_reset)
