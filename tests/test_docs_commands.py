@@ -20,6 +20,7 @@ a training run are marked ``slow``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
 import shlex
@@ -162,6 +163,7 @@ def make_env(batch_size=()):
 '''
 
 
+@functools.lru_cache(maxsize=1)  # read once: same_input asks for it for every command
 def project_files() -> dict[str, str]:
     """The project's source files, relative path -> text: the bundle's known-good examples
     under every name the documented commands use."""

@@ -189,6 +189,17 @@ def _user_signature(node: ast.FunctionDef) -> str:
 # --------------------------------------------------------------------------- scanner
 
 
+def dotted_name(node, aliases: dict[str, str]) -> str | None:
+    """Dotted torchrl/tensordict path an expression refers to (``ast.Name`` or a chain of
+    ``ast.Attribute`` on one), via ``aliases`` (local name -> dotted path); None otherwise."""
+    if isinstance(node, ast.Name):
+        return aliases.get(node.id)
+    if isinstance(node, ast.Attribute):
+        base = dotted_name(node.value, aliases)
+        return f"{base}.{node.attr}" if base else None
+    return None
+
+
 class _Scanner(ast.NodeVisitor):
     """Collect drift findings for one module's AST.
 
@@ -225,13 +236,7 @@ class _Scanner(ast.NodeVisitor):
             self.findings.append(f)
 
     def _dotted(self, node) -> str | None:
-        """Dotted torchrl/tensordict path an expression refers to, via the import aliases."""
-        if isinstance(node, ast.Name):
-            return self.aliases.get(node.id)
-        if isinstance(node, ast.Attribute):
-            base = self._dotted(node.value)
-            return f"{base}.{node.attr}" if base else None
-        return None
+        return dotted_name(node, self.aliases)
 
     def _row_for(self, dotted: str) -> dict | None:
         if dotted in self.names_by_old:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import _versions
-from _drift_scan import iter_sources
+from _drift_scan import dotted_name, iter_sources
 from _stack import _release, line_of
 
 
@@ -37,12 +37,7 @@ class _Uses(ast.NodeVisitor):
         self.path, self.aliases, self.uses = path, {}, []
 
     def _dotted(self, node) -> str | None:
-        if isinstance(node, ast.Name):
-            return self.aliases.get(node.id)
-        if isinstance(node, ast.Attribute):
-            base = self._dotted(node.value)
-            return f"{base}.{node.attr}" if base else None
-        return None
+        return dotted_name(node, self.aliases)
 
     def visit_Import(self, node):
         for a in node.names:
