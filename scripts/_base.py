@@ -46,6 +46,38 @@ class CannotRun(SystemExit):
     """Exit 2 with one line on stderr; raised by :func:`cannot_run`."""
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where the script is so that the Ctrl-C clean-up runs.
+
+    ``timeout``, an agent's tool limit and a closed terminal end a script this way; a
+    KeyboardInterrupt subclass so every ``except KeyboardInterrupt`` that stops child
+    processes and removes temporary folders covers it. ``signum``: the signal's number;
+    the script exits ``128 + signum`` (143 for SIGTERM, 129 for SIGHUP), as the shell reports
+    a death by that signal.
+    """
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def stop_on_termination() -> None:
+    """Turn SIGTERM and SIGHUP into :class:`Terminated` in this (main) thread.
+
+    Without it the default action kills the interpreter at once: no ``finally`` runs, so a
+    child process (the auditor's audited run, a Ray head) outlives the script and its
+    temporary folder stays behind.
+    """
+    import signal
+
+    def raise_terminated(signum, frame):
+        raise Terminated(signum)
+
+    for name in ("SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), raise_terminated)
+
+
 def one_line(text: str) -> str:
     """``text`` with every run of whitespace (newlines included) folded to one space."""
     return " ".join(str(text).split())

@@ -15,7 +15,8 @@ EXIT_CODES_HELP = (
     "  2    cannot run: bad arguments, a path that does not exist or cannot be read, a\n"
     "       target that cannot be imported, or torch/tensordict/torchrl missing or outside\n"
     "       the supported range (reason and fix on stderr, one line)\n"
-    "  130  interrupted (Ctrl-C); whatever the script started is stopped"
+    "  130  interrupted (Ctrl-C); whatever the script started is stopped\n"
+    "  143  terminated (SIGTERM: timeout, a tool's time limit; 129 for SIGHUP); stopped as on Ctrl-C"
 )
 
 

@@ -93,9 +93,12 @@ def _record(rows: list[sr.CheckResult], into: sr.Report) -> None:
 def _worker(conn) -> None:
     """A forked worker: run each script path it receives, send back its rows; None ends it.
 
-    Ctrl-C is left to the runner, which stops the workers and everything they started.
+    Ctrl-C and SIGTERM (``timeout`` signals the whole process group) are left to the runner,
+    which kills the workers and everything they started: a worker that died first would
+    orphan what it started.
     """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        signal.signal(getattr(signal, name), signal.SIG_IGN)
     while (job := conn.recv()) is not None:
         conn.send(script_rows(Path(job[0]), job[1]))
 

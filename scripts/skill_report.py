@@ -43,6 +43,7 @@ import importlib.metadata
 import importlib.util
 import inspect
 import json
+import signal
 import sys
 import time
 import traceback
@@ -56,7 +57,7 @@ from typing import Any, Callable, Iterator
 import _user_code  # noqa: E402
 from _base import (  # noqa: E402,F401
     AREAS, BUNDLE_ROOT, EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_INTERRUPTED, EXIT_NOTHING_AUDITED, EXIT_OK, BackendMissing, CannotRun, CheckFailed,
-    CheckSkipped, cannot_run, first_line, next_key, one_line,
+    CheckSkipped, Terminated, cannot_run, first_line, next_key, one_line, stop_on_termination,
 )
 from _cli import EXIT_CODES_HELP, add_device_flag, add_timeout_flag, int_at_least, make_parser, number_above  # noqa: E402,F401
 from _processes import child_processes, leftover_processes  # noqa: E402,F401
@@ -367,11 +368,17 @@ def script_area(path: Path, root: Path = BUNDLE_ROOT) -> str:
 
 
 def main_guard(main: Callable[[list[str] | None], int]) -> None:
-    """Run ``main`` as a script: exit with its code; 2 (one line) on CannotRun; 130 on Ctrl-C."""
+    """Run ``main`` as a script: exit with its code; 2 (one line) on CannotRun; 130 on
+    Ctrl-C; 128 + the signal's number on SIGTERM (143) or SIGHUP (129), after the same
+    clean-up as Ctrl-C (:class:`_base.Terminated`)."""
+    stop_on_termination()
     try:
         code = main(None)
     except CannotRun as err:
         code = err.code if isinstance(err.code, int) else EXIT_CANNOT_RUN
+    except Terminated as err:
+        print(f"{Path(sys.argv[0]).name}: terminated by {signal.Signals(err.signum).name}", file=sys.stderr)
+        code = 128 + err.signum
     except KeyboardInterrupt:
         print(f"{Path(sys.argv[0]).name}: interrupted", file=sys.stderr)
         code = EXIT_INTERRUPTED

@@ -1,6 +1,7 @@
 """The run-time auditor as a command: bad targets get one line and exit 2, a target that fails
-or hangs after building TorchRL objects gets a failing row and exit 1, Ctrl-C exits 130 with
-every process stopped and the temporary folder removed, worker processes are stopped and
+or hangs after building TorchRL objects gets a failing row and exit 1, Ctrl-C exits 130 (SIGTERM
+143) with every process stopped and the temporary folder removed (also when the auditor itself
+is killed outright), worker processes are stopped and
 named, the user's files are left as they were.
 
 Exit-code tests run the auditor's parent in this process (the target still runs in its child
@@ -162,6 +163,67 @@ def test_ctrl_c_exits_130_stops_every_process_and_removes_the_temporary_folder(t
     while _alive(kids) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _alive(kids) == []
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith("torchrl-audit-")]
+
+
+def _waiting_target(tmp_path):
+    """A target that marks that it runs, then waits: the audited child is alive and busy."""
+    target = tmp_path / "project" / "wait.py"
+    target.parent.mkdir()
+    target.write_text("import pathlib, time\npathlib.Path(__file__).with_name('started').touch()\n"
+                      "while True:\n    time.sleep(0.1)\n")
+    return target
+
+
+def _started_child(proc, target, timeout: float = 120.0) -> int:
+    """The audited child's pid, once the target runs (torchrl's import in the child can be slow)."""
+    import psutil
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        if target.with_name("started").exists():
+            return psutil.Process(proc.pid).children()[0].pid
+        time.sleep(0.2)
+    raise AssertionError(f"the target did not start in {timeout} s: {proc.stderr.read()[-500:] if proc.poll() is not None else ''}")
+
+
+def _gone(pids: list[int], timeout: float = 15.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while _alive(pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return _alive(pids) == []
+
+
+def test_sigterm_exits_143_like_ctrl_c_and_leaves_nothing(tmp_path):
+    # `timeout 60 audit_run.py ...` or an agent's tool limit: the default SIGTERM death would
+    # skip the clean-up, leaving the audited child running and its folder in TMPDIR
+    target = _waiting_target(tmp_path)
+    proc = _audit_process([str(target), "--seconds", "300"], tmp_path)
+    try:
+        child = _started_child(proc, target)
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, stderr
+    one_line(stderr, "audit_run.py: terminated by SIGTERM")
+    assert _gone([child])
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith("torchrl-audit-")]
+
+
+def test_an_auditor_killed_outright_takes_its_child_and_folder_with_it(tmp_path):
+    target = _waiting_target(tmp_path)
+    proc = _audit_process([str(target), "--seconds", "300"], tmp_path)
+    try:
+        child = _started_child(proc, target)
+        assert [p.name for p in tmp_path.iterdir() if p.name.startswith("torchrl-audit-")]
+        proc.kill()  # SIGKILL: no handler of the auditor runs
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert _gone([child]), "the audited child outlived its auditor"
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith("torchrl-audit-")]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import jsonschema
+import pytest
 import run_all_checks
 import skill_report as sr
 from conftest import BUNDLE, SCRIPTS, run_python
@@ -129,7 +130,11 @@ def test_parallel_and_sequential_runs_give_the_same_rows(tmp_path):
     assert rows[0] == rows[1] and len(rows[0]) > 3
 
 
-def test_ctrl_c_stops_every_worker_and_what_it_started(tmp_path):
+@pytest.mark.parametrize("how", ["ctrl-c to the runner", "sigterm to the group"])
+def test_ctrl_c_or_sigterm_stops_every_worker_and_what_it_started(how, tmp_path):
+    """SIGINT to the runner alone: it must stop its workers itself. SIGTERM to the whole
+    process group, as ``timeout`` sends it: the workers must not die before the runner kills
+    what they started (they ignore it), and the runner exits 143 after the same clean-up."""
     import os
     import signal
     import subprocess
@@ -139,7 +144,8 @@ def test_ctrl_c_stops_every_worker_and_what_it_started(tmp_path):
     import psutil
 
     proc = subprocess.Popen([sys.executable, str(RUNNER), "--jobs", "2"], cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
+                            start_new_session=True)
     try:
         deadline = time.monotonic() + 300
         kids = []
@@ -148,13 +154,18 @@ def test_ctrl_c_stops_every_worker_and_what_it_started(tmp_path):
             time.sleep(0.2)
         time.sleep(2.0)
         kids = psutil.Process(proc.pid).children(recursive=True)
-        proc.send_signal(signal.SIGINT)  # the runner alone: it must stop its workers itself
+        if how == "ctrl-c to the runner":
+            proc.send_signal(signal.SIGINT)
+        else:
+            os.killpg(proc.pid, signal.SIGTERM)
         _, stderr = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130, stderr[-1500:]
-    assert stderr.strip().splitlines()[-1] == "run_all_checks.py: interrupted"
+    code, last = (130, "interrupted") if how == "ctrl-c to the runner" else (143, "terminated by SIGTERM")
+    assert proc.returncode == code, stderr[-1500:]
+    assert stderr.strip().splitlines()[-1] == f"run_all_checks.py: {last}"
+    assert "Traceback" not in stderr, stderr[-1500:]
     gone, alive = psutil.wait_procs(kids, timeout=10)
     assert len(kids) >= 2 and not alive, alive
     assert list(tmp_path.iterdir()) == []

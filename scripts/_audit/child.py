@@ -188,8 +188,31 @@ def _install_on_import(hub, patches, detectors) -> None:
     sys.meta_path.insert(0, Finder())
 
 
+def _follow_parent(parent: int | None, run_dir: Path, every: float = 0.5) -> None:
+    """End this run if the auditor dies without stopping it (SIGKILL, an OOM kill).
+
+    The auditor stops this process group and removes ``run_dir`` itself on every exit it
+    survives (Ctrl-C, SIGTERM, a budget); when it is killed outright this process is
+    re-parented, and a daemon thread (a thread: the main thread may be inside a long
+    compiled call) removes ``run_dir`` and kills the group within ``every`` seconds.
+    """
+    if not parent:
+        return
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(every)
+        import shutil
+
+        shutil.rmtree(run_dir, ignore_errors=True)
+        os.killpg(os.getpgid(0), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="audit-follow-parent", daemon=True).start()
+
+
 def main() -> None:
     cfg = json.loads(Path(sys.argv[1]).read_text())
+    _follow_parent(cfg.get("parent_pid"), Path(sys.argv[1]).parent)
     probe, patches, detectors = _import_auditor()
     # A snapshot is an atomic file replace (tens of ms on some file systems): every 5 s is
     # enough, since the parent reads the file once the child ended (or was killed).

@@ -4,8 +4,10 @@ One job: start ``child.py`` in its own session (so the whole process tree can be
 as one group), wait for it within the budget, stop it and everything it started, and
 return the observations with the output log. Everything is written in a temporary folder
 that is removed before returning; nothing is written in the user's project (the child
-runs with ``PYTHONDONTWRITEBYTECODE=1``). Ctrl-C stops the child's process group (SIGINT,
-then SIGKILL after 3 s) and re-raises KeyboardInterrupt.
+runs with ``PYTHONDONTWRITEBYTECODE=1``). Ctrl-C or SIGTERM (``_base.Terminated``) stops the
+child's process group (SIGINT, then SIGKILL after 2 s) and re-raises; if this process is
+killed outright, the child notices it was re-parented, removes the folder and ends its group
+(child._follow_parent).
 """
 
 from __future__ import annotations
@@ -107,7 +109,7 @@ def run(target: str, script_args: list[str], seconds: float, max_frames: int | N
     try:
         out, log = tmp / "observed.json", tmp / "output.log"
         cfg = {"target": target, "script_args": script_args, "out": str(out), "max_frames": max_frames, "seconds": seconds,
-               "workers_dir": str(tmp / "workers")}
+               "workers_dir": str(tmp / "workers"), "parent_pid": os.getpid()}
         (tmp / "config.json").write_text(json.dumps(cfg))
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
         with open(log, "wb") as logf:
