@@ -28,8 +28,27 @@ os.environ.setdefault("TORCHRL_CONSOLE_STREAM", "stderr")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import skill_report  # noqa: E402
+import zygote  # noqa: E402
+from _audit import runner as _audit_runner  # noqa: E402
 
 SCRIPTS = skill_report.discover_scripts(BUNDLE)
+
+# Warm interpreters (tests/zygote.py): what they import before forking, which is what nearly
+# every script, audited child and documentation block imports first.
+PRELOAD = ("torchrl", "torchrl.envs", "torchrl.collectors", "torchrl.data", "torchrl.modules", "torchrl.objectives",
+           "gymnasium")
+# In-process audits (run_main on audit_run.py) fork their child.py from one; audits started as
+# a real audit_run.py process (the CLI tests, the documented commands) keep the cold start.
+_AUDIT_ZYGOTE = zygote.Zygote(PRELOAD, dict(os.environ))
+
+
+def _start_audited_child(config: Path, log: Path, env: dict) -> zygote.Forked:
+    return _AUDIT_ZYGOTE.start([str(_audit_runner.CHILD), str(config)], cwd=os.getcwd(), env=env,
+                               stdout=str(log), stderr=str(log))
+
+
+if zygote.enabled():
+    _audit_runner.START = _start_audited_child
 
 
 def script_id(path: Path) -> str:
@@ -96,17 +115,33 @@ def run_in_process(script: Path | str, *argv: str, timeout: float | None = None)
     return {c.name: (c.status, c.detail) for c in report.checks}
 
 
-def run_python(args: list[str], timeout: int = 300, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+def _python_env(env: dict | None = None) -> dict:
+    full_env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **(env or {})}
+    full_env.pop("TORCHRL_CONSOLE_STREAM", None)  # the scripts must keep stdout clean by themselves
+    return full_env
+
+
+_PYTHON_ZYGOTE: list = []  # made on first use: its environment is run_python's
+
+
+def run_python(args: list[str], timeout: int = 300, cwd: Path | None = None, env: dict | None = None,
+               warm: bool = False) -> subprocess.CompletedProcess:
     """Run ``python ARGS`` from an unrelated working directory (scripts must not depend on cwd).
 
     ``timeout`` only guards against a hung child; pick it generously (a 3x slower machine
-    must still pass).
+    must still pass). ``warm=True`` forks it from a zygote that already imported
+    :data:`PRELOAD` (tests/zygote.py says what that cannot show: what those imports print or
+    read from the environment, hidden distributions); ``env`` must then hold nothing those
+    imports read.
     """
-    full_env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **(env or {})}
-    full_env.pop("TORCHRL_CONSOLE_STREAM", None)  # the scripts must keep stdout clean by themselves
+    full_env, folder = _python_env(env), str(cwd or BUNDLE.parent)
+    if warm and zygote.enabled():
+        if not _PYTHON_ZYGOTE:
+            _PYTHON_ZYGOTE.append(zygote.Zygote(PRELOAD, _python_env()))
+        return _PYTHON_ZYGOTE[0].run(list(args), cwd=folder, env=full_env, timeout=timeout)
     return subprocess.run(
         [sys.executable, *args], capture_output=True, text=True, timeout=timeout,
-        cwd=str(cwd or BUNDLE.parent), env=full_env,
+        cwd=folder, env=full_env,
     )
 
 

@@ -490,7 +490,8 @@ def runnable_blocks(md: Path) -> list[dict]:
 
 
 def run_blocks(md: Path, timeout_per_block: int = BLOCK_TIMEOUT_S) -> list[str]:
-    """Execute the file's python blocks in one fresh interpreter (tests/run_md_blocks.py).
+    """Execute the file's python blocks in one fresh process (tests/run_md_blocks.py), forked
+    from an interpreter that imported torchrl already (conftest.run_python's ``warm``).
 
     ``timeout_per_block`` only stops a hung block; the whole file gets FILE_TIMEOUT_S."""
     blocks = runnable_blocks(md)
@@ -501,7 +502,7 @@ def run_blocks(md: Path, timeout_per_block: int = BLOCK_TIMEOUT_S) -> list[str]:
         listing.write_text(json.dumps(blocks))
         try:
             proc = run_python([str(BLOCK_RUNNER), "--timeout", str(timeout_per_block), "--blocks", str(listing)],
-                              timeout=FILE_TIMEOUT_S, cwd=Path(tmp))
+                              timeout=FILE_TIMEOUT_S, cwd=Path(tmp), warm=True)
         except subprocess.TimeoutExpired:
             return [f"{md.name}: its python blocks did not finish in {FILE_TIMEOUT_S} s together"]
     if proc.returncode not in (0, 1):

@@ -59,9 +59,10 @@ def check_missing_torchrl(script: Path) -> list[str]:
     return problems + _one_line_problems(proc.stderr, ["torchrl", "pip install"])
 
 
-def check_json_run(script: Path, extra_args: tuple = ()) -> list[str]:
+def check_json_run(script: Path, extra_args: tuple = (), warm: bool = False) -> list[str]:
+    """``warm``: forked from an interpreter that already imported torchrl (conftest.run_python)."""
     with tempfile.TemporaryDirectory() as cwd:
-        proc = run_python([str(script), "--json", *extra_args], cwd=Path(cwd))
+        proc = run_python([str(script), "--json", *extra_args], cwd=Path(cwd), warm=warm)
         left = [p.name for p in Path(cwd).iterdir()]
     problems = [f"left files in its working directory: {left}"] if left else []
     if proc.stdout.count("\n") != 1:

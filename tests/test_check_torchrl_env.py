@@ -47,7 +47,7 @@ def _by_name(report: dict) -> dict:
 
 
 def test_verified_stack_passes_the_acceptance_rows(tmp_path):
-    proc = run_python([str(SCRIPT), "--json", "--steps", "4"], cwd=tmp_path)
+    proc = run_python([str(SCRIPT), "--json", "--steps", "4"], cwd=tmp_path, warm=True)
     assert proc.returncode == 0, proc.stderr
     rows = _by_name(json.loads(proc.stdout))
     for name in ("versions", "tensordict-in-torchrl-range", "torchrl-requirements", "torch-matches-torchrl-build",
@@ -71,7 +71,7 @@ def test_checks_are_declared_once():
 
 
 def test_check_cli_finds_console_scripts(tmp_path):
-    proc = run_python([str(SCRIPT), "--json", "--check-cli"], cwd=tmp_path)
+    proc = run_python([str(SCRIPT), "--json", "--check-cli"], cwd=tmp_path, warm=True)
     rows = _by_name(json.loads(proc.stdout))
     assert rows["cli:rlrender"]["status"] == "pass" and rows["cli:torchrl-render"]["status"] == "pass"
 
@@ -290,7 +290,7 @@ def test_install_hint_never_offers_an_extra_that_downgrades():
 
 
 def test_unusable_device_exits_2(tmp_path):
-    proc = run_python([str(SCRIPT), "--device", "cuda:7"], cwd=tmp_path)
+    proc = run_python([str(SCRIPT), "--device", "cuda:7"], cwd=tmp_path, warm=True)
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1 and "--device cuda:7" in proc.stderr
 

@@ -297,7 +297,7 @@ def test_unparsable_file_is_named_and_the_scan_goes_on(tmp_path, table):
 
 
 def test_missing_path_exits_2_with_one_line(tmp_path):
-    proc = run_python([str(script_path("development-and-testing/scan_api_drift")), str(tmp_path / "nope.py")], timeout=120)
+    proc = run_python([str(script_path("development-and-testing/scan_api_drift")), str(tmp_path / "nope.py")], timeout=120, warm=True)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().count("\n") == 0 and "does not exist" in proc.stderr and "Traceback" not in proc.stderr
 
@@ -402,5 +402,5 @@ def test_to_on_the_installed_line_plans_nothing_and_passes():
 @pytest.mark.parametrize("to, says", [("0.13", "older than the installed torchrl"), ("0.15", "not a supported torchrl release line"),
                                       ("latest", "not a supported torchrl release line")])
 def test_a_bad_target_line_exits_2_with_one_line(to, says):
-    proc = run_python([str(script_path("development-and-testing/scan_api_drift")), "--to", to], timeout=300)
+    proc = run_python([str(script_path("development-and-testing/scan_api_drift")), "--to", to], timeout=300, warm=True)
     assert proc.returncode == 2 and says in proc.stderr and proc.stderr.strip().count("\n") == 0, proc.stderr

@@ -340,7 +340,7 @@ def test_error_that_matches_nothing_exits_1():
     (["--error", "   "], "empty"),
 ])
 def test_bad_input_exits_2_with_one_line(argv, says):
-    proc = run_python([str(BUNDLE / "scripts" / "explain.py"), *argv], timeout=300)
+    proc = run_python([str(BUNDLE / "scripts" / "explain.py"), *argv], timeout=300, warm=True)
     lines_ = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert proc.returncode == 2 and len(lines_) == 1 and says in lines_[0] and "Traceback" not in proc.stderr
 
@@ -352,7 +352,7 @@ def test_binary_error_file_exits_2(tmp_path):
 
 
 def test_error_from_stdin():
-    proc = run_python([str(BUNDLE / "scripts" / "explain.py"), "--error-file", "-"], timeout=300)
+    proc = run_python([str(BUNDLE / "scripts" / "explain.py"), "--error-file", "-"], timeout=300, warm=True)
     assert proc.returncode == 2  # empty stdin: nothing to look up
     import subprocess
 

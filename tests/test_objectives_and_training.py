@@ -61,7 +61,7 @@ def test_every_constructible_loss_reports_and_runs():
 
 
 def test_unknown_loss_exits_2_with_suggestion():
-    proc = run_python([str(script_path("objectives-and-training/inspect_loss_keys")), "--loss", "ClipPPO"], timeout=300)
+    proc = run_python([str(script_path("objectives-and-training/inspect_loss_keys")), "--loss", "ClipPPO"], timeout=300, warm=True)
     assert proc.returncode == 2
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "ClipPPOLoss" in lines[0] and "Traceback" not in proc.stderr, proc.stderr

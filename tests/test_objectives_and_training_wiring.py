@@ -166,7 +166,7 @@ def test_hanging_user_function_fails_at_the_timeout(tmp_path):
 def test_unimportable_target_exits_2_with_one_line(tmp_path, case, content, expected):
     path = tmp_path / f"{case}.py"
     path.write_bytes(content)
-    proc = run_python([str(script_path(SCRIPT)), "--wiring", str(path), "--json"], timeout=300)
+    proc = run_python([str(script_path(SCRIPT)), "--wiring", str(path), "--json"], timeout=300, warm=True)
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert proc.returncode == 2 and proc.stdout == "", (proc.returncode, proc.stdout[:300])
     assert len(lines) == 1 and expected in lines[0] and "Traceback" not in proc.stderr, proc.stderr
@@ -186,7 +186,7 @@ def test_prints_in_the_user_file_stay_off_json_stdout(tmp_path):
         f"sys.path.insert(0, {str(OBJECTIVES)!r})\nimport value_key_fixed\n\n"
         "def build_wiring():\n    print('hello from build_wiring')\n    return value_key_fixed.build_wiring()\n"
     )
-    proc = run_python([str(script_path(SCRIPT)), "--wiring", str(path), "--json"], timeout=300)
+    proc = run_python([str(script_path(SCRIPT)), "--wiring", str(path), "--json"], timeout=300, warm=True)
     assert proc.returncode == 0, proc.stderr[-500:]
     assert proc.stdout.count("\n") == 1 and json.loads(proc.stdout)["ok"] is True
     assert "hello from import" in proc.stderr and "hello from build_wiring" in proc.stderr

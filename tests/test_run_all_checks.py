@@ -20,7 +20,7 @@ def test_report_schema_is_a_valid_json_schema():
 
 def test_full_run_covers_every_script_and_passes(tmp_path):
     # under pytest's 600 s limit, so a hang fails here with the runner's own output
-    proc = run_python([str(RUNNER), "--json"], cwd=tmp_path, timeout=570)
+    proc = run_python([str(RUNNER), "--json"], cwd=tmp_path, timeout=570, warm=True)
     assert proc.stdout.count("\n") == 1, proc.stdout[:500]  # one JSON object, nothing else
     report = json.loads(proc.stdout)
     jsonschema.validate(report, SCHEMA)
@@ -36,7 +36,7 @@ def test_full_run_covers_every_script_and_passes(tmp_path):
 def test_only_narrows_to_one_area_in_text_mode(tmp_path):
     # also the runner's text-mode contract run (test_script_contract.py leaves it out): rows,
     # the summary line, exit 0 and nothing left in the working folder
-    proc = run_python([str(RUNNER), "--only", "root"], cwd=tmp_path)
+    proc = run_python([str(RUNNER), "--only", "root"], cwd=tmp_path, warm=True)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-1500:]
     rows = [ln.split()[:2] for ln in proc.stdout.splitlines() if ln.split(" ")[0] in ("PASS", "FAIL", "SKIP", "MISSING")]
     assert rows and {name.split("/", 1)[0] for _, name in rows} == {"root"}
@@ -45,7 +45,7 @@ def test_only_narrows_to_one_area_in_text_mode(tmp_path):
 
 
 def test_unknown_area_exits_2(tmp_path):
-    proc = run_python([str(RUNNER), "--only", "no-such-area"], cwd=tmp_path)
+    proc = run_python([str(RUNNER), "--only", "no-such-area"], cwd=tmp_path, warm=True)
     assert proc.returncode == 2 and "invalid choice" in proc.stderr
 
 
@@ -123,8 +123,8 @@ def test_parallel_workers_keep_discovery_order_and_each_scripts_verdict(tmp_path
 
 def test_parallel_and_sequential_runs_give_the_same_rows(tmp_path):
     area = ["--only", "modules-and-policies", "--json"]
-    seq = run_python([str(RUNNER), *area, "--jobs", "1"], cwd=tmp_path, timeout=570)
-    par = run_python([str(RUNNER), *area, "--jobs", "2"], cwd=tmp_path, timeout=570)
+    seq = run_python([str(RUNNER), *area, "--jobs", "1"], cwd=tmp_path, timeout=570, warm=True)
+    par = run_python([str(RUNNER), *area, "--jobs", "2"], cwd=tmp_path, timeout=570, warm=True)
     assert seq.returncode == par.returncode == 0, par.stderr[-1500:]
     rows = [[(c["name"], c["status"]) for c in json.loads(p.stdout)["checks"]] for p in (seq, par)]
     assert rows[0] == rows[1] and len(rows[0]) > 3

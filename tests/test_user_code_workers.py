@@ -131,7 +131,7 @@ def test_a_module_loaded_by_path_under_another_name_is_not_importable(tmp_path):
 
 
 def _checker_json(target: str, cwd: Path | None = None) -> tuple[int, dict]:
-    proc = run_python([str(CHECKER), target, "--json", "--timeout", "600"], timeout=900, cwd=cwd)
+    proc = run_python([str(CHECKER), target, "--json", "--timeout", "600"], timeout=900, cwd=cwd, warm=True)
     assert proc.stdout.strip(), proc.stderr[-2000:]
     return proc.returncode, rows(json.loads(proc.stdout))
 

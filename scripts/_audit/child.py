@@ -149,7 +149,8 @@ def _describe(err: BaseException) -> dict:
 
 def _install_on_import(hub, patches, detectors) -> None:
     """Instrument torchrl the moment the target imports it: before any TorchRL object can
-    exist, and without paying for torchrl in a target that fails before importing it."""
+    exist, and without paying for torchrl in a target that fails before importing it; at
+    once if this interpreter already imported it (no import would trigger the finder)."""
     import importlib.abc
     import importlib.util
 
@@ -163,6 +164,10 @@ def _install_on_import(hub, patches, detectors) -> None:
             hub.snapshot()
             os._exit(0)
         hub.start = time.monotonic()  # the budget counts the target's own time, not torchrl's import
+
+    if "torchrl" in sys.modules:  # imported before the target ran (a .pth file, a launcher that preloads it)
+        install()
+        return
 
     class Finder(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path, target=None):
@@ -188,19 +193,31 @@ def _install_on_import(hub, patches, detectors) -> None:
     sys.meta_path.insert(0, Finder())
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
 def _follow_parent(parent: int | None, run_dir: Path, every: float = 0.5) -> None:
     """End this run if the auditor dies without stopping it (SIGKILL, an OOM kill).
 
     The auditor stops this process group and removes ``run_dir`` itself on every exit it
     survives (Ctrl-C, SIGTERM, a budget); when it is killed outright this process is
     re-parented, and a daemon thread (a thread: the main thread may be inside a long
-    compiled call) removes ``run_dir`` and kills the group within ``every`` seconds.
+    compiled call) removes ``run_dir`` and kills the group within ``every`` seconds. A child
+    started on the auditor's behalf by another process (``runner.START``) watches both.
     """
     if not parent:
         return
+    started_by = os.getppid()
 
     def watch():
-        while os.getppid() == parent:
+        while os.getppid() == started_by and (started_by == parent or _pid_alive(parent)):
             time.sleep(every)
         import shutil
 

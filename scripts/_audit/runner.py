@@ -99,6 +99,24 @@ def _any_alive(known: dict[int, str]) -> bool:
     return any(_alive(pid) for pid in known)
 
 
+def start_child(config: Path, log: Path, env: dict) -> subprocess.Popen:
+    """``python child.py CONFIG`` in its own session (its pid is its process group), stdin
+    from /dev/null, stdout and stderr to LOG, environment ENV."""
+    with open(log, "wb") as logf:
+        return subprocess.Popen(
+            [sys.executable, str(CHILD), str(config)],
+            stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+            start_new_session=True, env=env,
+        )
+
+
+# How the child is started. The test suite swaps in a launcher that forks child.py from an
+# interpreter that already imported torchrl (tests/audit_zygote.py), the same code without
+# a ~5 s import per audit; whatever it returns has ``pid`` (a session leader), ``poll()``
+# and ``wait(timeout)`` like a Popen.
+START = start_child
+
+
 def run(target: str, script_args: list[str], seconds: float, max_frames: int | None, log_copy: Path | None = None) -> Outcome:
     """Run TARGET (a spec _user_code.parse_target accepts) under the auditor and return the
     :class:`Outcome`. ``seconds``: the run's budget; the child stops itself at its next
@@ -112,12 +130,7 @@ def run(target: str, script_args: list[str], seconds: float, max_frames: int | N
                "workers_dir": str(tmp / "workers"), "parent_pid": os.getpid()}
         (tmp / "config.json").write_text(json.dumps(cfg))
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
-        with open(log, "wb") as logf:
-            proc = subprocess.Popen(
-                [sys.executable, str(CHILD), str(tmp / "config.json")],
-                stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-                start_new_session=True, env=env,
-            )
+        proc = START(tmp / "config.json", log, env)
         known: dict[int, str] = {}
         killed = False
         hard_deadline = seconds + max(3.0, 0.1 * seconds) + 120.0  # torchrl's import is not in the budget: slow under load
