@@ -41,7 +41,7 @@ ERRORS = [e for e in ENTRIES if e.is_error]
 SYMPTOMS = [e for e in ENTRIES if not e.is_error]
 PROVEN = [e for e in ERRORS if e.proof]
 
-# A fresh interpreter for SUBPROCESS triggers: prints the text as one JSON string.
+# A process of its own for SUBPROCESS triggers: prints the text as one JSON string.
 RUNNER = """
 import json, runpy, sys, traceback, warnings
 sys.path.insert(0, sys.argv[2])
@@ -65,10 +65,16 @@ def _load_trigger(path: Path):
     return module
 
 
-def _wants_subprocess(path: Path) -> bool:
+def _subprocess_kind(path: Path) -> str | None:
+    """A trigger's module-level ``SUBPROCESS``: ``True`` -> ``"warm"`` (a process of its own,
+    forked from an interpreter that imported torchrl), ``"cold"`` -> a fresh interpreter
+    (hidden packages, import-time state), absent -> None (run in this process)."""
     tree = ast.parse(path.read_text())
-    return any(isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "SUBPROCESS" for t in n.targets)
-               and getattr(n.value, "value", False) is True for n in tree.body)
+    for n in tree.body:
+        if isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "SUBPROCESS" for t in n.targets):
+            value = getattr(n.value, "value", None)
+            return "warm" if value is True else "cold" if value == "cold" else None
+    return None
 
 
 def trigger_text(path: Path) -> str | None:
@@ -76,8 +82,9 @@ def trigger_text(path: Path) -> str | None:
     frames confirm an entry whose message is generic: ``_explain/tracebacks.py``), or the
     text it returns (a warning, a log line, a worker's output); None when it neither raised
     nor returned."""
-    if _wants_subprocess(path):
-        proc = run_python(["-c", RUNNER, str(path), str(TRIGGERS)], timeout=600, cwd=TRIGGERS)
+    kind = _subprocess_kind(path)
+    if kind:
+        proc = run_python(["-c", RUNNER, str(path), str(TRIGGERS)], timeout=600, cwd=TRIGGERS, warm=kind == "warm")
         line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("TRIGGER-TEXT ")), None)
         assert line is not None, f"{path.name} printed no result: {proc.stderr[-2000:]}"
         return json.loads(line[len("TRIGGER-TEXT "):])

@@ -1,7 +1,7 @@
 """ModuleNotFoundError: No module named 'requests', from torchrl.weight_update.llm (SGLang
 weight sync) when requests is not installed (hidden here)."""
 
-SUBPROCESS = True
+SUBPROCESS = "cold"  # hides what a warm interpreter imported already
 
 
 def trigger():

@@ -1,6 +1,6 @@
 """GymEnv with neither gymnasium nor gym importable (hidden here)."""
 
-SUBPROCESS = True
+SUBPROCESS = "cold"  # hides what a warm interpreter imported already
 
 
 def trigger():
