@@ -74,8 +74,10 @@ def stop_on_termination() -> None:
         raise Terminated(signum)
 
     for name in ("SIGTERM", "SIGHUP"):
-        if hasattr(signal, name):
-            signal.signal(getattr(signal, name), raise_terminated)
+        sig = getattr(signal, name, None)
+        # only where the default death was coming: `nohup` ignores SIGHUP, and that must hold
+        if sig is not None and signal.getsignal(sig) == signal.SIG_DFL:
+            signal.signal(sig, raise_terminated)
 
 
 def one_line(text: str) -> str:

@@ -122,3 +122,24 @@ def test_helpers_import_in_one_direction():
     for helper in ("_cli", "_stack", "_processes", "_user_code", "_error_index"):
         assert imported(helper) <= {"_base"}, (helper, imported(helper))
     assert {"_base", "_cli", "_stack", "_processes", "_user_code"} <= imported("skill_report")
+
+
+def test_sigterm_becomes_terminated_and_an_ignored_sighup_stays_ignored():
+    # main_guard's stop_on_termination: SIGTERM (timeout, a tool's limit) runs the Ctrl-C
+    # clean-up; a SIGHUP that `nohup` ignored must stay ignored
+    import os
+    import signal
+
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        sr.stop_on_termination()
+        assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+        with pytest.raises(sr.Terminated) as raised:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises on the next bytecode
+        assert raised.value.signum == signal.SIGTERM and isinstance(raised.value, KeyboardInterrupt)
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
