@@ -90,8 +90,11 @@ def _record(rows: list[sr.CheckResult], into: sr.Report) -> None:
             sr.print_row(row)
 
 
-def _worker(conn) -> None:
+def _worker(conn, scratch: str) -> None:
     """A forked worker: run each script path it receives, send back its rows; None ends it.
+
+    Its temporary files go under ``scratch`` (``tempfile.tempdir``), which the runner removes
+    whatever happened: a worker killed mid-script (Ctrl-C) leaves nothing in /tmp.
 
     Ctrl-C and SIGTERM (``timeout`` signals the whole process group) are left to the runner,
     which kills the workers and everything they started: a worker that died first would
@@ -99,6 +102,12 @@ def _worker(conn) -> None:
     """
     for name in ("SIGINT", "SIGTERM", "SIGHUP"):
         signal.signal(getattr(signal, name), signal.SIG_IGN)
+    import tempfile
+
+    tempfile.tempdir = scratch
+    from _audit import runner
+
+    runner.START = runner.fork_child  # torchrl is imported here: the auditor's child skips that import
     while (job := conn.recv()) is not None:
         conn.send(script_rows(Path(job[0]), job[1]))
 
@@ -133,13 +142,17 @@ def run_parallel(paths: list[Path], jobs: int, report: sr.Report) -> None:
     import multiprocessing
     from multiprocessing.connection import wait
 
+    import shutil
+    import tempfile
+
     ctx = multiprocessing.get_context("fork")
     todo, done, busy, printed = list(enumerate(paths)), {}, {}, 0  # busy: {conn: (index, process)}
     idle: list = []
+    scratch = tempfile.mkdtemp(prefix="torchrl-checks-")
 
     def start():
         parent, child = ctx.Pipe()
-        proc = ctx.Process(target=_worker, args=(child,), daemon=False)
+        proc = ctx.Process(target=_worker, args=(child, scratch), daemon=False)
         proc.start()
         child.close()
         return parent, proc
@@ -175,6 +188,8 @@ def run_parallel(paths: list[Path], jobs: int, report: sr.Report) -> None:
     except BaseException:
         _kill_tree([p for _, p in idle] + [p for _, p in busy.values()])
         raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def run_checks(args, report: sr.Report) -> None:

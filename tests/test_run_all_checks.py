@@ -143,8 +143,12 @@ def test_ctrl_c_or_sigterm_stops_every_worker_and_what_it_started(how, tmp_path)
 
     import psutil
 
-    proc = subprocess.Popen([sys.executable, str(RUNNER), "--jobs", "2"], cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    temp = tmp_path / "tmp"  # where the workers' temporary files go (the auditor's run folder among them)
+    temp.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = subprocess.Popen([sys.executable, str(RUNNER), "--jobs", "2"], cwd=work, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": str(temp)},
                             start_new_session=True)
     try:
         deadline = time.monotonic() + 300
@@ -168,4 +172,6 @@ def test_ctrl_c_or_sigterm_stops_every_worker_and_what_it_started(how, tmp_path)
     assert "Traceback" not in stderr, stderr[-1500:]
     gone, alive = psutil.wait_procs(kids, timeout=10)
     assert len(kids) >= 2 and not alive, alive
-    assert list(tmp_path.iterdir()) == []
+    # torchinductor_<user>: torch's compile cache, made (empty) by `import torch._dynamo`, which
+    # tensordict imports; shared by every process of the user, not ours to remove
+    assert list(work.iterdir()) == [] and [p.name for p in temp.iterdir() if not p.name.startswith("torchinductor_")] == []

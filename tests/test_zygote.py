@@ -85,3 +85,38 @@ def test_the_auditor_gives_the_same_rows_from_a_warm_child(tmp_path, monkeypatch
     cold = rows(run_main("scripts/audit_run", *argv)[1])
     assert {k: v[0] for k, v in warm.items()} == {k: v[0] for k, v in cold.items()}
     assert warm["env-seeding"][0] == "fail" and sum(s == "pass" for s, _ in cold.values()) >= 5
+
+
+FORKED_AUDIT = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import torchrl  # noqa: F401 - as in the all-checks runner's worker: imported before the audit
+from _audit import runner
+import audit_run
+started = []
+def start(*args):
+    started.append(runner.fork_child(*args))
+    return started[-1]
+runner.START = start
+import contextlib, io
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    audit_run.main(["--json", *sys.argv[2:]])
+print("ROWS " + json.dumps({c["name"]: c["status"] for c in json.loads(out.getvalue())["checks"]}))
+print("STARTED " + json.dumps([type(s).__name__ for s in started]))
+"""
+
+
+def test_the_runner_forking_its_own_child_gives_the_same_rows():
+    # run_all_checks.py's workers start the auditor's child with _audit.runner.fork_child
+    from conftest import BUNDLE
+
+    target = str(FIXTURES / "audit" / "env_seeding" / "broken.py")
+    argv = ("--seconds", "240", target, "--max-frames", "300")
+    proc = run_python(["-c", FORKED_AUDIT, str(BUNDLE / "scripts"), *argv], timeout=600)
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("ROWS ")), None)
+    assert line, proc.stderr[-2000:]
+    forked = json.loads(line[5:])
+    warm = {k: v[0] for k, v in rows(run_main("scripts/audit_run", *argv)[1]).items()}
+    assert forked == warm and forked["env-seeding"] == "fail"
+    assert "STARTED " + json.dumps(["_Forked"]) in proc.stdout  # forked, not the cold fallback

@@ -3,11 +3,9 @@
 A fresh interpreter's first act in this suite is nearly always to import torch, tensordict and
 torchrl: about 5 s of CPU here, more than most of the runs it then does. A *zygote* is a plain
 interpreter (no pytest, no threads) that imported them once and forks on request; the forked
-process becomes what ``subprocess.Popen([sys.executable, *ARGS])`` would have started: its own
-session, stdin/stdout/stderr on the files asked for, the caller's environment, working folder
-and ``sys.path`` rules (a script's folder first, ``""`` for ``-c``), bytecode writing as the
-environment says, ``__main__`` being the script, and at the end non-daemon threads joined and
-``atexit`` run, as at an interpreter's exit.
+process becomes what ``subprocess.Popen([sys.executable, *ARGS])`` would have started
+(scripts/_fork.py: session, streams, working folder, environment, ``sys.path``, ``sys.argv``,
+``__main__``, signal dispositions, threads joined and ``atexit`` run at the end).
 
 What a fork cannot give, and so what must stay on a cold interpreter: environment variables
 read while torch/tensordict/torchrl are imported (the zygote imported them with the
@@ -36,104 +34,16 @@ HERE = Path(__file__).resolve()
 
 
 # ------------------------------------------------------------------ inside the zygote
-def _run_args(args: list[str]) -> None:
-    """Run ``python ARGS`` in this (forked) interpreter: a script path, ``-c CODE`` or ``-m MODULE``."""
-    import runpy
-    import types
-
-    if args[0] == "-c":
-        sys.argv = ["-c", *args[2:]]
-        main = types.ModuleType("__main__")
-        main.__dict__["__builtins__"] = __builtins__
-        sys.modules["__main__"] = main
-        exec(compile(args[1], "<string>", "exec"), main.__dict__)  # noqa: S102 - what python -c does
-    elif args[0] == "-m":
-        sys.argv = [args[1], *args[2:]]
-        runpy.run_module(args[1], run_name="__main__", alter_sys=True)
-    else:
-        sys.argv = list(args)
-        runpy.run_path(args[0], run_name="__main__")
-
-
-def _exit_code(stop: SystemExit) -> int:
-    if stop.code is None:
-        return 0
-    if isinstance(stop.code, int):
-        return stop.code
-    print(stop.code, file=sys.stderr)
-    return 1
-
-
-def _become(request: dict, base_path: list[str]) -> None:
-    """In the forked process: become ``python ARGS`` as asked, and never return."""
-    code = 1
-    try:
-        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
-            signal.signal(sig, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        os.setsid()
-        for fd, path, flags in ((0, request["stdin"], os.O_RDONLY),
-                                (1, request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_APPEND),
-                                (2, request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_APPEND)):
-            opened = os.open(path, flags, 0o644)
-            os.dup2(opened, fd)
-            os.close(opened)
-        unbuffered = bool(request["env"].get("PYTHONUNBUFFERED"))
-        sys.stdin = open(0, closefd=False)  # noqa: SIM115 - this process's streams from now on
-        sys.stdout = open(1, "w", closefd=False, errors="backslashreplace")  # noqa: SIM115
-        sys.stderr = open(2, "w", closefd=False, errors="backslashreplace")  # noqa: SIM115
-        sys.stderr.reconfigure(line_buffering=True)
-        if unbuffered:
-            sys.stdout.reconfigure(write_through=True)
-            sys.stderr.reconfigure(write_through=True)
-        os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update(request["env"])
-        sys.dont_write_bytecode = bool(request["env"].get("PYTHONDONTWRITEBYTECODE"))
-        args = request["args"]
-        first = "" if args[0] in ("-c", "-m") else str(Path(args[0]).resolve().parent)
-        extra = [p for p in request["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
-        sys.path[:] = [first, *extra, *base_path]
-        _run_args(args)
-        code = 0
-    except SystemExit as stop:
-        code = _exit_code(stop)
-    except BaseException as err:  # noqa: BLE001 - printed as an uncaught exception is
-        tb = err.__traceback__  # from the script's own first frame on, as python ARGS shows it
-        own = "<string>" if request["args"][0] == "-c" else None if request["args"][0] == "-m" else request["args"][0]
-        while own and tb is not None and tb.tb_frame.f_code.co_filename not in (own, str(Path(own).resolve())):
-            tb = tb.tb_next
-        if tb is not None:
-            err.__traceback__ = tb  # the default hook prints the exception's own traceback
-        sys.excepthook(type(err), err, err.__traceback__)
-        code = 1
-    try:  # what an interpreter does on its way out
-        import threading
-
-        threading._shutdown()
-        atexit._run_exitfuncs()
-    except BaseException:  # noqa: BLE001
-        pass
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except BaseException:  # noqa: BLE001
-            pass
-    if request.get("status"):
-        try:
-            Path(request["status"]).write_text(str(code))
-        except OSError:
-            pass
-    os._exit(code)
-
-
 def serve(preload: list[str]) -> None:
     """The zygote's loop: import PRELOAD, then fork one process per request line until EOF."""
     import importlib
 
     for name in preload:
         importlib.import_module(name)
-    base_path = sys.path[1:]  # without this file's folder, which no forked process has
+    sys.path.insert(0, str(HERE.parents[1] / "scripts"))
+    import _fork
+
+    base_path = sys.path[2:]  # without the scripts folder and this file's, which no forked process has
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the forked processes: no zombies
     reply = sys.stdout
     sys.stdout = sys.stderr  # nothing but replies on the pipe
@@ -142,7 +52,9 @@ def serve(preload: list[str]) -> None:
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            _become(request, base_path)
+            _fork.become(request["args"], cwd=request["cwd"], env=request["env"], path=base_path,
+                         stdin=request["stdin"], stdout=request["stdout"], stderr=request["stderr"],
+                         status=request["status"])
         reply.write(json.dumps({"pid": pid}) + "\n")
         reply.flush()
 

@@ -110,10 +110,57 @@ def start_child(config: Path, log: Path, env: dict) -> subprocess.Popen:
         )
 
 
-# How the child is started. The test suite swaps in a launcher that forks child.py from an
-# interpreter that already imported torchrl (tests/audit_zygote.py), the same code without
-# a ~5 s import per audit; whatever it returns has ``pid`` (a session leader), ``poll()``
-# and ``wait(timeout)`` like a Popen.
+class _Forked:
+    """This process's forked child, with the Popen methods the runner uses."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                pid, status = self.pid, 0
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(str(CHILD), timeout)
+            time.sleep(0.05)
+        return self.returncode
+
+
+def fork_child(config: Path, log: Path, env: dict):
+    """:func:`start_child`, by forking this process when it already imported torchrl (the
+    all-checks runner's worker): the child skips a ~5 s import and is otherwise started as
+    ``python child.py CONFIG`` would be (scripts/_fork.py). Only from a process with no other
+    thread (a fork copies none, and a lock one held stays held); otherwise, or without
+    ``os.fork``, it is :func:`start_child`."""
+    import threading
+
+    if "torchrl" not in sys.modules or not hasattr(os, "fork") or threading.active_count() > 1:
+        return start_child(config, log, env)
+    import _fork
+
+    path = _fork.base_path(CHILD.parents[2])
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    pid = os.fork()
+    if pid == 0:
+        _fork.become([str(CHILD), str(config)], cwd=os.getcwd(), env=env, path=path, stdout=str(log), stderr=str(log))
+    return _Forked(pid)
+
+
+# How the child is started: a fresh interpreter. The all-checks runner's workers, which
+# imported torchrl already, use :func:`fork_child`; the test suite forks it from a warm
+# interpreter of its own (tests/zygote.py). Whatever START returns has ``pid`` (a session
+# leader), ``poll()`` and ``wait(timeout)`` like a Popen.
 START = start_child
 
 
