@@ -273,3 +273,20 @@ def test_observation_scale_names_an_unscaled_step_count_and_not_a_scaled_one():
     assert "observation[0]" in detail and "observation[1]" in detail, detail
     detail = passes(path / "fixed.py", "info:observation-scale", "--max-frames", "300", says=["observation[2] spans 0..1"])
     assert "ObservationNorm" not in detail and "VecNormV2" not in detail, detail
+
+
+def test_observation_scale_with_a_normalizer_in_the_env_names_its_statistics():
+    # pytorch/rl#1694's fault class (newcomer trial): ObservationNorm is in place, its
+    # init_stats rollout held a per-episode goal fixed, so its outputs reach +-1e6
+    from _audit import i_observation_scale as obs_scale
+
+    key = {"key": "observation", "rows": 512, "std": [0.6, 4.1e5, 0.7], "min": [-1.0, -1.3e6, -1.0],
+           "max": [1.0, 7.2e5, 1.0]}
+    observed = {"sections": {obs_scale.NAME: {"keys": [key]},
+                             "transforms": {"envs": [{"transforms": ["StepCounter", "ObservationNorm"]}]}}}
+    detail = obs_scale.judge(observed)
+    assert "ObservationNorm is in the env" in detail and "1/std.clamp_min(eps)" in detail and "several episodes" in detail
+    assert "standard_normal=True" not in detail, detail
+    observed["sections"]["transforms"]["envs"][0]["transforms"] = ["StepCounter"]  # nothing normalizes: add one
+    detail = obs_scale.judge(observed)
+    assert "ObservationNorm(in_keys=['observation'], standard_normal=True)" in detail and "is in the env" not in detail

@@ -115,7 +115,7 @@ GRAD = EFFECTS / "grad_norms"
 
 def test_grad_norms_names_all_zero_gradients_of_a_saturated_first_layer():
     expect(GRAD / "broken.py", "grad-norms", "fail",
-           says=["DDPGLoss.actor_network_params.module.0.0.weight", "all-zero gradient", "normalize the observations"])
+           says=["DDPGLoss.actor_network_params.module.0.0.weight", "all-zero gradient", "badly normalized inputs (see the info:observation-scale row)"])
 
 
 def test_a_diverging_critic_fails_grad_norms_value_range_and_non_finite():

@@ -254,3 +254,50 @@ def test_collector_batch_root_done_precedes_the_step_and_reward_is_under_next():
     collector.shutdown()
     assert data["next", "done"].sum() == 3 and data["done"].sum() == 0
     assert "reward" not in data.keys() and ("next", "reward") in data.keys(True)
+
+
+def _goal_env():
+    """A 2-feature observation: a position that moves every step and a goal drawn at reset and
+    constant for the 50 steps of an episode (the fault class of pytorch/rl#1694)."""
+    import torch
+    from tensordict import TensorDict
+    from torchrl.data import Bounded, Composite, Unbounded
+    from torchrl.envs import EnvBase
+
+    class Goal(EnvBase):
+        def __init__(self):
+            super().__init__()
+            self.observation_spec = Composite(observation=Unbounded((2,)))
+            self.action_spec = Bounded(-1.0, 1.0, (1,))
+            self.reward_spec = Unbounded((1,))
+
+        def _reset(self, td):
+            self.t, self.pos, self.goal = 0, torch.zeros(()), torch.rand(()) * 10
+            return TensorDict(observation=torch.stack([self.pos, self.goal]))
+
+        def _step(self, td):
+            self.t += 1
+            self.pos = self.pos + td["action"].squeeze()
+            done = torch.tensor([self.t >= 50])
+            return TensorDict(observation=torch.stack([self.pos, self.goal]), reward=torch.zeros(1), done=done,
+                              terminated=done.clone())
+
+        def _set_seed(self, seed):
+            torch.manual_seed(seed)
+
+    return Goal()
+
+
+def test_init_stats_over_less_than_an_episode_scales_a_per_episode_constant_by_1_over_eps():
+    # the info:observation-scale row's text when an ObservationNorm is in the env
+    import torch
+    from torchrl.envs import ObservationNorm, TransformedEnv
+
+    torch.manual_seed(0)
+    short = TransformedEnv(_goal_env(), ObservationNorm(in_keys=["observation"]))
+    short.transform.init_stats(num_iter=40)  # one episode: the goal never changes
+    assert short.transform.eps == 1e-06 and float(short.transform.scale[1]) == pytest.approx(1e6)
+    assert float(short.transform.scale[0]) < 10
+    longer = TransformedEnv(_goal_env(), ObservationNorm(in_keys=["observation"]))
+    longer.transform.init_stats(num_iter=400)  # eight episodes: eight goals
+    assert float(longer.transform.scale[1]) < 10

@@ -114,7 +114,7 @@ def judge(observed: dict) -> str:
     if zero:
         shown = "; ".join(f"{name} ({z} of {n} steps)" for name, (z, n) in list(zero.items())[:4])
         faults.append(f"{len(zero)} tensors got an all-zero gradient on at least {ZERO:.0%} of their steps: {shown}: the optimizer "
-                      "steps them on nothing; usual causes: a tanh or ReLU saturated by unscaled inputs (normalize the observations), "
+                      "steps them on nothing; usual causes: a tanh or ReLU saturated by unscaled or badly normalized inputs (see the info:observation-scale row), "
                       "an output computed under torch.no_grad() or .detach(), a loss term weighted by 0")
     if faults:
         cut = sec.get("non_finite_at")

@@ -13,7 +13,11 @@ standard_normal=True)`` with ``init_stats(num_iter=...)`` (per-feature loc/scale
 the env: reduce_dim=0 keeps one statistic per feature), ``VecNormV2(in_keys=[key])``
 (running per-element statistics), or scaling in the env. Either transform writes its
 in_keys in place unless given ``out_keys``: an env whose ``_step`` reads its state back from
-that key needs a new key (error-index entry ``transform-overwrites-env-state``).
+that key needs a new key (error-index entry ``transform-overwrites-env-state``). Where the
+transforms row saw one of those transforms in the env, the features measured are its outputs:
+the row names the statistics instead (``ObservationNorm.init_stats`` scales a feature that
+barely varied in its rollout by ``1 / std.clamp_min(eps)``, eps 1e-06 by default, torchrl
+0.14.1; reproduced by a newcomer trial on pytorch/rl#1694's fault class).
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ RATIO = 10.0  # std ratio between a key's features above which the key is named
 MAX_ROWS = 4096  # rows (frames) measured per key
 MAX_FEATURES = 256  # wider keys (flattened images, embeddings) are not measured
 SHOWN = 6  # features listed per key
+# transforms (names as the transforms row records them) whose outputs are already normalized
+NORMALIZERS = ("ObservationNorm", "VecNorm", "VecNormV2")
 
 
 def install(hub) -> None:
@@ -105,6 +111,16 @@ def judge(observed: dict) -> str:
     if not named:
         return "; ".join(calm)
     keys_list = ", ".join(repr(n) for n, _ in named)
+    normalizers = sorted({t for e in observed["sections"].get("transforms", {}).get("envs", [])
+                          for t in e.get("transforms", []) if t in NORMALIZERS})
+    if normalizers:  # the keys are normalized already, and still this far apart: the statistics are wrong
+        return ("a heuristic, not a fault: " + " | ".join(text for _, text in named)
+                + f"; {'+'.join(normalizers)} is in the env, so these are its outputs: ObservationNorm.init_stats gives a "
+                "feature that barely varied during its rollout a scale of 1/std.clamp_min(eps) (eps=1e-06 by default: "
+                "up to 1e6x), e.g. a goal or a per-episode constant fixed during a rollout shorter than an episode; fix: "
+                "init_stats(num_iter=...) over several episodes (num_iter well above the episode length), pass loc= and "
+                "scale= yourself, or VecNormV2(in_keys=[...]) (running statistics)"
+                + (f"; {'; '.join(calm)}" if calm else ""))
     return ("a heuristic, not a fault: " + " | ".join(text for _, text in named)
             + f"; the largest inputs dominate the network's first layer until its weights adapt. Fixes: "
             f"norm = ObservationNorm(in_keys=[{keys_list}], standard_normal=True) appended to the env you collect from, then "
