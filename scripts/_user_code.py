@@ -323,7 +323,7 @@ def load_attr(target: Target):
         names = [n for n in dir(module) if not n.startswith("_")]
         close = difflib.get_close_matches(target.attr, names, n=3)
         funcs = [n for n in names if callable(getattr(module, n, None)) and getattr(getattr(module, n), "__module__", None) == module.__name__]
-        hint = f"did you mean {', '.join(close)}?" if close else f"functions defined there: {', '.join(funcs[:8]) or 'none'}"
+        hint = f"did you mean {', '.join(close)}?" if close else f"functions and classes defined there: {', '.join(funcs[:8]) or 'none'}"
         _cannot_run(f"{target.label.split(':')[0]} has no attribute {target.attr!r}", hint)
     return getattr(module, target.attr)
 
