@@ -104,11 +104,11 @@ class Zygote:
     def __init__(self, preload: tuple[str, ...], env: dict):
         self.preload, self.env = preload, {k: v for k, v in env.items() if k != "PYTHONPATH"}
         self.proc: subprocess.Popen | None = None
+        atexit.register(self.close)  # once: a restarted zygote is closed by the same call
 
     def _spawn(self) -> None:
         self.proc = subprocess.Popen([sys.executable, str(HERE), *self.preload], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True, env=self.env, start_new_session=True)
-        atexit.register(self.close)
 
     def start(self, args: list[str], *, cwd: str, env: dict, stdin: str = os.devnull, stdout: str, stderr: str,
               status: str | None = None) -> Forked:

@@ -189,15 +189,7 @@ def _user_signature(node: ast.FunctionDef) -> str:
 # --------------------------------------------------------------------------- scanner
 
 
-def dotted_name(node, aliases: dict[str, str]) -> str | None:
-    """Dotted torchrl/tensordict path an expression refers to (``ast.Name`` or a chain of
-    ``ast.Attribute`` on one), via ``aliases`` (local name -> dotted path); None otherwise."""
-    if isinstance(node, ast.Name):
-        return aliases.get(node.id)
-    if isinstance(node, ast.Attribute):
-        base = dotted_name(node.value, aliases)
-        return f"{base}.{node.attr}" if base else None
-    return None
+dotted_name = forwarded.dotted_name  # one alias resolver for the scanner, the planner and the kwargs check
 
 
 class _Scanner(ast.NodeVisitor):

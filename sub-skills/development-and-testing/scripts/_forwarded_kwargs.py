@@ -151,11 +151,14 @@ def _torch_aliases(tree) -> dict[str, str]:
     return out
 
 
-def _dotted(node, aliases: dict[str, str]) -> str | None:
+def dotted_name(node, aliases: dict[str, str]) -> str | None:
+    """Dotted path an expression refers to (``ast.Name`` or a chain of ``ast.Attribute`` on
+    one), via ``aliases`` (local name -> dotted path); None otherwise. The drift scanner and
+    the upgrade planner use it too (through ``_drift_scan.dotted_name``)."""
     if isinstance(node, ast.Name):
         return aliases.get(node.id)
     if isinstance(node, ast.Attribute):
-        base = _dotted(node.value, aliases)
+        base = dotted_name(node.value, aliases)
         return f"{base}.{node.attr}" if base else None
     return None
 
@@ -228,7 +231,7 @@ def check_forwarded(tree, sc) -> None:
                 continue
             if pair.cls in given:
                 node = given[pair.cls]
-                target = sc._current(sc._dotted(node)) or _dotted(node, torch_names)
+                target = sc._current(sc._dotted(node)) or dotted_name(node, torch_names)
             else:
                 target = f"{pair.default.__module__}.{pair.default.__qualname__}" if pair.default else None
             if not target:
