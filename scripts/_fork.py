@@ -87,6 +87,28 @@ def base_path(root: Path) -> list[str]:
 IN_FORK = False  # set in a process become() turned into a script: its exit is become()'s
 
 
+def wind_down() -> None:
+    """What an interpreter does on its way out, short of tearing its modules down: join the
+    non-daemon threads, run ``atexit`` handlers, collect garbage (finalizers of what is still
+    alive run), flush the standard streams. Never raises: the caller exits next with
+    ``os._exit`` (become(), skill_report._exit_now)."""
+    try:
+        import atexit
+        import gc
+        import threading
+
+        threading._shutdown()
+        atexit._run_exitfuncs()
+        gc.collect()
+    except BaseException:  # noqa: BLE001
+        pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:  # noqa: BLE001 - a closed pipe: nothing more can be said there
+            pass
+
+
 def become(args: list[str], *, cwd: str, env: dict, path: list[str], stdin: str = os.devnull, stdout: str,
            stderr: str, status: str | None = None) -> None:
     """In a just-forked process: become ``python ARGS`` and exit with its code; never returns.
@@ -123,19 +145,7 @@ def become(args: list[str], *, cwd: str, env: dict, path: list[str], stdin: str 
     except BaseException as err:  # noqa: BLE001 - printed as an uncaught exception is
         _print_uncaught(err, args)
         code = 1
-    try:  # what an interpreter does on its way out
-        import atexit
-        import threading
-
-        threading._shutdown()
-        atexit._run_exitfuncs()
-    except BaseException:  # noqa: BLE001
-        pass
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except BaseException:  # noqa: BLE001
-            pass
+    wind_down()
     if status:
         try:
             Path(status).write_text(str(code))

@@ -391,25 +391,15 @@ def _exit_now(code: int) -> None:
     flushed) but skip the teardown of every loaded module, about 1 s once torch, torchrl and
     transformers are loaded (measured on run_all_checks.py: 1.36 s of 13.4 s). In a process
     that scripts/_fork.py turned into this script, its caller finishes the exit instead."""
-    if getattr(sys.modules.get("_fork"), "IN_FORK", False):
+    import _fork
+
+    if _fork.IN_FORK:
         sys.stdout.flush()
         sys.exit(code)
-    import atexit
-    import gc
     import os
-    import threading
 
-    try:
-        threading._shutdown()
-        atexit._run_exitfuncs()
-        gc.collect()
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):  # a closed pipe: nothing more can be said there
-                pass
-        os._exit(code)
+    _fork.wind_down()
+    os._exit(code)
 
 
 def standard_main(
