@@ -87,6 +87,25 @@ def base_path(root: Path) -> list[str]:
 IN_FORK = False  # set in a process become() turned into a script: its exit is become()'s
 
 
+def fork() -> int:
+    """``os.fork()`` with the garbage collector's objects frozen across it: 0 in the child,
+    its pid in this process.
+
+    The child's collections (``wind_down`` collects, as an interpreter's exit does) then skip
+    what it inherited: collecting touches every tracked object, and each touched page of the
+    inherited heap is copied. Measured on a process that imported torchrl: a forked ``-c pass``
+    took 0.49 s with an ordinary fork, 0.12 s with this one (its exit's ``gc.collect()``
+    0.33 s -> 0.001 s). This process's objects are unfrozen again right after the fork.
+    """
+    import gc
+
+    gc.freeze()
+    pid = os.fork()
+    if pid:
+        gc.unfreeze()
+    return pid
+
+
 def wind_down() -> None:
     """What an interpreter does on its way out, short of tearing its modules down: join the
     non-daemon threads, run ``atexit`` handlers, collect garbage (finalizers of what is still

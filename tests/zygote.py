@@ -50,7 +50,7 @@ def serve(preload: list[str]) -> None:
     while line := sys.stdin.readline():
         request = json.loads(line)
         sys.stderr.flush()
-        pid = os.fork()
+        pid = _fork.fork()
         if pid == 0:
             _fork.become(request["args"], cwd=request["cwd"], env=request["env"], path=base_path,
                          stdin=request["stdin"], stdout=request["stdout"], stderr=request["stderr"],
