@@ -301,3 +301,51 @@ def test_a_report_of_nothing_audited_exits_5_unless_a_row_failed(capsys):
     assert report.finish() == 1
     assert "exit codes:" in load_module(SCRIPT).build_parser().format_help()
     assert "  5    nothing audited" in load_module(SCRIPT).build_parser().format_help()
+
+
+def _wait_for_status(pid: int, status: str, timeout: float = 120.0) -> None:
+    import psutil
+
+    deadline = time.monotonic() + timeout
+    while psutil.Process(pid).status() != status:
+        assert time.monotonic() < deadline, f"process {pid} never became {status}"
+        time.sleep(0.05)
+
+
+def test_a_group_of_zombies_is_not_alive_and_a_running_member_is():
+    """The runner stopped a finished child's group when ``killpg(pgid, 0)`` still found it: a
+    zombie (an orphan waiting for init, here one nobody reaped yet) counts there, and made
+    every audit wait 1-2 s in ``_stop_all``. Both sides: an exited leader that is not reaped,
+    and a leader still running."""
+    import psutil
+    from _audit import runner
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)
+    try:
+        _wait_for_status(dead.pid, psutil.STATUS_ZOMBIE)
+        os.killpg(dead.pid, 0)  # the kernel still reports the group: the case this guards
+        assert runner._group_alive(dead.pid) is False
+        assert runner._group_alive(live.pid) is True
+    finally:
+        live.kill()
+        live.wait(timeout=30)
+        dead.wait(timeout=30)
+    assert runner._group_alive(live.pid) is False
+
+
+def test_the_resource_tracker_is_named_by_its_whole_command_line():
+    # its command line is `python -B -c "from multiprocessing.resource_tracker import main; ..."`:
+    # the name is in the 4th word, which a prefix of the command line missed
+    from _audit import runner
+
+    code = "from multiprocessing import resource_tracker; import time; resource_tracker.ensure_running(); time.sleep(300)"
+    proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while "resource_tracker" not in runner._descendants(proc.pid).values():
+            assert time.monotonic() < deadline, runner._descendants(proc.pid)
+            time.sleep(0.1)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)

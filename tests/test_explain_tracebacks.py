@@ -39,10 +39,11 @@ GENERIC_ENTRIES = [e for e in ei.load() if e.is_error and _generic_only(e)]
 
 
 def _traceback_of(code: str, tmp_path) -> str:
-    """The real traceback of ``code`` run as the user's script ``train.py`` (a fresh interpreter)."""
+    """The real traceback of ``code`` run as the user's script ``python train.py`` (forked from a
+    warm interpreter: the same traceback, tests/test_zygote.py)."""
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent(code))
-    proc = run_python([str(script)], timeout=300, cwd=tmp_path)
+    proc = run_python([str(script)], timeout=300, cwd=tmp_path, warm=True)
     assert proc.returncode != 0 and "Traceback" in proc.stderr, proc.stderr[-800:]
     return proc.stderr
 

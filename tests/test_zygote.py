@@ -120,3 +120,28 @@ def test_the_runner_forking_its_own_child_gives_the_same_rows():
     warm = {k: v[0] for k, v in rows(run_main("scripts/audit_run", *argv)[1]).items()}
     assert forked == warm and forked["env-seeding"] == "fail"
     assert "STARTED " + json.dumps(["_Forked"]) in proc.stdout  # forked, not the cold fallback
+
+
+FREEZE = r"""
+import gc, os, sys
+sys.path.insert(0, sys.argv[1])
+import _fork
+garbage = [[i] for i in range(1000)]  # tracked objects the fork inherits
+read, write = os.pipe()
+pid = _fork.fork()
+if pid == 0:
+    os.write(write, str(gc.get_freeze_count()).encode())
+    os._exit(0)
+os.waitpid(pid, 0)
+print(os.read(read, 64).decode(), gc.get_freeze_count())
+"""
+
+
+def test_a_fork_leaves_the_inherited_objects_frozen_in_the_child_only(tmp_path):
+    # what keeps a forked process's exit collection off the inherited heap (_fork.fork)
+    from conftest import BUNDLE
+
+    proc = run_python(["-c", FREEZE, str(BUNDLE / "scripts")], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    child, parent = map(int, proc.stdout.split())
+    assert child > 1000 and parent == 0
