@@ -125,7 +125,11 @@ def check_run(args):
     stray = {k: v for k, v in meta["probe_errors"].items() if k.rpartition(":")[2] not in owned}
     if stray:  # errors of a detector's own probes are shown in that detector's row
         notes.append(f"auditor probe errors (rows may under-report): {'; '.join(f'{k}: {v}' for k, v in list(stray.items())[:3])}")
-    detail = (f"{target.label}: {meta.get('elapsed_s', 0):.1f} s, {meta['frames']} frames, {meta['optimizer_steps']} optimizer steps, "
+    stepped = [o["steps"] for o in observed["sections"].get("optimizer-coverage", {}).get("optimizers", []) if o.get("steps")]
+    steps = f"{meta['optimizer_steps']} optimizer steps"
+    if len(stepped) > 1:  # the other rows count the most-stepped optimizer
+        steps += f" (summed over {len(stepped)} optimizers; the most-stepped made {max(stepped)})"
+    detail = (f"{target.label}: {meta.get('elapsed_s', 0):.1f} s, {meta['frames']} frames, {steps}, "
               f"{observed['outcome']['lines']} output lines; " + "; ".join(notes))
     return sr.Passed(detail, observed)
 

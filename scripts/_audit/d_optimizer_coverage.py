@@ -110,6 +110,16 @@ def _hint(missing: list[str]) -> str:
     return ("; " + "; ".join(hints)) if hints else ""
 
 
+def _per_network(missing: list[str]) -> str:
+    """The loss's own parameter containers the missing tensors live in (``qvalue_network_params``,
+    read from their names): an optimizer per network keeps its own learning rate."""
+    owners = dict.fromkeys(n.split(".", 1)[0] for n in missing if n.split(".", 1)[0].endswith("_params"))
+    if not owners:
+        return ""
+    return "to keep one optimizer per network: " + ", ".join(
+        f"torch.optim.Adam(loss.{o}.parameters(), lr=...)" for o in owners) + " for that network's optimizer, "
+
+
 def _sites(optimizers: list[dict]) -> str:
     return ", ".join(dict.fromkeys(o.get("site", "?") for o in optimizers))
 
@@ -127,7 +137,7 @@ def judge(obs: dict) -> str:
                 f"{loss['cls']} (built at {loss['site']}) trains {loss['n_missing']} of its {loss['trainable']} tensors "
                 f"({loss['missing_numel']} values) that no stepping optimizer holds: {_short(loss['missing'])}{_hint(loss['missing'])}; "
                 f"fix: build the optimizer stepped at {_sites(stepping)} from the loss, torch.optim.Adam(loss.parameters(), lr=...), "
-                "or add those tensors to a group"
+                f"{_per_network(loss['missing'])}or add those tensors to a group"
             )
     for i, o in enumerate(stepping):
         if o["n_never_grad"]:
