@@ -112,6 +112,20 @@ def test_sac_loss_trains_its_own_critic_copies_and_log_alpha():
     assert "log_alpha" in trained.values()
     assert not any(id(p) in trained for p in qnet.parameters())  # the user's critic is not what the loss trains
     assert all(id(p) in trained for p in actor.parameters())
+    # the per-network fix optimizer-coverage offers: loss.qvalue_network_params holds exactly
+    # the critic copies the loss trains, and stepping an optimizer over it moves the loss's critic
+    copies = list(loss.qvalue_network_params.parameters())
+    assert {trained[id(p)].split(".", 1)[0] for p in copies} == {"qvalue_network_params"}
+    assert {id(p) for p in copies} == {i for i, n in trained.items() if n.startswith("qvalue_network_params.")}
+    before = [p.detach().clone() for p in copies]
+    opt = torch.optim.Adam(copies, lr=0.1)
+    td = TensorDict({"observation": torch.randn(8, 2), "action": torch.rand(8, 1) * 2 - 1,
+                     ("next", "observation"): torch.randn(8, 2), ("next", "reward"): torch.randn(8, 1),
+                     ("next", "done"): torch.zeros(8, 1, dtype=torch.bool),
+                     ("next", "terminated"): torch.zeros(8, 1, dtype=torch.bool)}, [8])
+    loss(td)["loss_qvalue"].backward()
+    opt.step()
+    assert all(not torch.equal(a, b) for a, b in zip(before, copies))
 
 
 def test_rollout_outside_an_exploration_context_takes_the_deterministic_action():
