@@ -8,6 +8,12 @@ from __future__ import annotations
 import time
 
 
+def is_resource_tracker(cmdline: list[str]) -> bool:
+    """Whether a command line is multiprocessing's resource tracker (``python -B -c "from
+    multiprocessing.resource_tracker import main; ..."``: the name is in its 4th word)."""
+    return any("resource_tracker" in part for part in cmdline)
+
+
 def child_processes() -> dict[int, str]:
     """Live (non-zombie) descendants of this process, ``{pid: "name cmdline[:2]"}``.
 
@@ -27,7 +33,7 @@ def child_processes() -> dict[int, str]:
             if proc.status() == psutil.STATUS_ZOMBIE:
                 continue
             cmd = proc.cmdline()
-            if any("resource_tracker" in part for part in cmd):
+            if is_resource_tracker(cmd):
                 continue
             out[proc.pid] = " ".join([proc.name(), *cmd[:2]])
         except (psutil.NoSuchProcess, psutil.AccessDenied):

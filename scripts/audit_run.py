@@ -125,7 +125,8 @@ def check_run(args):
     stray = {k: v for k, v in meta["probe_errors"].items() if k.rpartition(":")[2] not in owned}
     if stray:  # errors of a detector's own probes are shown in that detector's row
         notes.append(f"auditor probe errors (rows may under-report): {'; '.join(f'{k}: {v}' for k, v in list(stray.items())[:3])}")
-    stepped = [o["steps"] for o in observed["sections"].get("optimizer-coverage", {}).get("optimizers", []) if o.get("steps")]
+    coverage = observed["sections"].get(importlib.import_module("_audit.d_optimizer_coverage").NAME, {})
+    stepped = [o["steps"] for o in coverage.get("optimizers", []) if o.get("steps")]
     steps = f"{meta['optimizer_steps']} optimizer steps"
     if len(stepped) > 1:  # the other rows count the most-stepped optimizer
         steps += f" (summed over {len(stepped)} optimizers; the most-stepped made {max(stepped)})"

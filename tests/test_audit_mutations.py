@@ -85,3 +85,24 @@ def test_a_live_run_gets_the_recorded_verdict(key):
     for text in run.says:
         assert text in detail, detail
     assert am.verdict(run, RECORDED[key]["observed"])[0] == status
+
+
+def test_a_loss_whose_online_weights_never_moved_is_not_counted_as_a_pass():
+    """target-network beside a loss it judged: a second loss whose online weights never moved
+    is named 'not verified', and alone it makes the row a skip, never a pass."""
+    import copy
+
+    import skill_report as sr
+    from _audit import d_target_network
+
+    observed = copy.deepcopy(RECORDED["target-network/hard-per-batch/fixed"]["observed"])
+    losses = observed["sections"]["target-network"]["losses"]
+    still = {**copy.deepcopy(losses[0]), "source_moved": False, "n_changes": 0, "id": -1, "cls": "StillLoss"}
+    judged = d_target_network.judge(observed)
+    assert "not verified" not in judged
+    losses.append(still)
+    both = d_target_network.judge(observed)
+    assert both.startswith(judged) and "not verified: StillLoss" in both and "was not seen" in both
+    losses.pop(0)
+    with pytest.raises(sr.CheckSkipped, match="StillLoss.*was not seen"):
+        d_target_network.judge(observed)

@@ -200,13 +200,14 @@ def _rate_fault(loss: dict, u: dict, stepped: int) -> str:
             "not once per batch or every few updates")
 
 
-def _judge_loss(loss: dict, updaters: list[dict]) -> tuple[bool, str]:
-    """``(ok, sentence)`` for one loss with target parameters and MIN_STEPS optimizer steps."""
+def _judge_loss(loss: dict, updaters: list[dict]) -> tuple[bool | None, str]:
+    """``(ok, sentence)`` for one loss with target parameters and MIN_STEPS optimizer steps;
+    ``ok`` is None when the run could not show it either way (its online weights never moved)."""
     mine = [u for u in updaters if u["loss"] == loss["id"]]
     others = [u for u in updaters if u["loss"] != loss["id"] and u["loss_cls"] == loss["cls"]]
     head = f"{loss['cls']} (built at {loss['site']}): {loss['steps']} optimizer steps, target changed {loss['n_changes']} times"
-    if not loss["source_moved"]:  # judged by judge(): not a pass, the updater's effect was not seen
-        return True, f"{head}; the online weights it copies from never changed, so whether the target follows them was not seen (see optimizer-coverage)"
+    if not loss["source_moved"]:  # a target that stays put proves nothing: not a pass
+        return None, f"{head}; the online weights it copies from never changed, so whether the target follows them was not seen (see optimizer-coverage)"
     if loss["forwards_after"] >= 3 and loss["equal"] >= 0.9 * loss["forwards_after"]:
         return False, f"{head}; the target equalled the online net at {loss['equal']} of {loss['forwards_after']} loss calls: there is no delay; fix: {FIX_UPDATER}"
     if not mine:
@@ -260,11 +261,11 @@ def judge(obs: dict) -> str:
         raise sr.CheckFailed(" | ".join(faults))
     trained = max(seen, key=lambda loss: loss["steps"])
     need(trained["steps"], MIN_STEPS, f"{trained['cls']} (built at {trained['site']})", "optimizer steps touching it")
-    unseen = []  # losses whose online weights never moved: a target that stays put proves nothing
+    unseen = []
     for loss in seen:
         if loss["steps"] >= MIN_STEPS:
             ok, text = _judge_loss(loss, updaters)
-            (faults if not ok else notes if loss["source_moved"] else unseen).append(text)
+            {True: notes, False: faults, None: unseen}[ok].append(text)
     if faults:
         raise sr.CheckFailed(" | ".join(faults))
     if not notes:

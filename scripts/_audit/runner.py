@@ -67,12 +67,12 @@ def _descendants(pid: int) -> dict[int, str]:
     tracker is named so that it is not reported (it exits on its own once its pipe closes)."""
     try:
         import psutil
+        from _processes import is_resource_tracker
 
         out = {}
         for p in psutil.Process(pid).children(recursive=True):
             try:
-                resource_tracker = any("resource_tracker" in part for part in p.cmdline())
-                out[p.pid] = "resource_tracker" if resource_tracker else p.name()
+                out[p.pid] = "resource_tracker" if is_resource_tracker(p.cmdline()) else p.name()
             except psutil.Error:
                 continue
         return out
