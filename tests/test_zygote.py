@@ -145,3 +145,13 @@ def test_a_fork_leaves_the_inherited_objects_frozen_in_the_child_only(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     child, parent = map(int, proc.stdout.split())
     assert child > 1000 and parent == 0
+
+
+def test_the_processes_tests_start_get_a_real_ctrl_c(tmp_path):
+    """The Ctrl-C tests interrupt the scripts they start. A suite launched as a background job
+    (`pytest &` from a script, nohup) inherits SIGINT ignored; conftest resets it, so cold and
+    warm children alike install Python's KeyboardInterrupt handler. Without the reset, both
+    print SIG_IGN here (and the Ctrl-C tests fail with exit 0 or a child that never stops)."""
+    code = "import signal; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
+    for proc in _both(["-c", code], cwd=tmp_path):
+        assert proc.returncode == 0 and proc.stdout.strip() == "True", proc.stdout + proc.stderr
