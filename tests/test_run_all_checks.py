@@ -121,6 +121,66 @@ def test_parallel_workers_keep_discovery_order_and_each_scripts_verdict(tmp_path
     assert report.finish() == 1
 
 
+def test_scripts_sharing_a_heavy_import_run_on_one_worker_and_the_longest_start_first(tmp_path, monkeypatch):
+    """Two scripts of one SHARED_IMPORT group land on the same worker even when another
+    worker is idle first; LONGEST_FIRST starts the named script before earlier ones."""
+    body = "    import os\n    report.run('pid', lambda: str(os.getpid()))"
+    first, second = (_planted(tmp_path, name, body) for name in ("group_a", "group_b"))
+    others = [_planted(tmp_path, f"other_{i}", body) for i in range(3)]
+    longest = _planted(tmp_path, "longest", "    import os, time\n    time.sleep(1.0)\n    report.run('pid', lambda: str(os.getpid()))")
+    monkeypatch.setattr(sr, "script_area", lambda path, root=None: "planted")
+    monkeypatch.setattr(run_all_checks, "SHARED_IMPORT", {"group_a": "heavy", "group_b": "heavy"})
+    monkeypatch.setattr(run_all_checks, "LONGEST_FIRST", ("longest",))
+    paths = [first, *others, second, longest]
+    assert [p.stem for _, p in run_all_checks.dispatch_order(paths)][:2] == ["longest", "group_a"]
+    report = sr.Report(str(RUNNER), json_mode=True)
+    run_all_checks.run_parallel(paths, 2, report)
+    pid = {c.name.split("/")[1].split(":")[0]: c.detail for c in report.checks}
+    assert [c.name.split("/")[1].split(":")[0] for c in report.checks] == [p.stem for p in paths]  # discovery order
+    assert pid["group_a"] == pid["group_b"] != pid["longest"], pid
+
+
+def test_next_job_leaves_a_group_to_the_worker_that_has_it_and_waits_rather_than_import_it_twice(monkeypatch):
+    from pathlib import Path
+
+    monkeypatch.setattr(run_all_checks, "SHARED_IMPORT", {"lm_a": "transformers", "lm_b": "transformers"})
+    todo = [(0, Path("lm_b.py")), (1, Path("plain.py"))]
+    assert run_all_checks.next_job(todo, has={"transformers"}, elsewhere=set()) == 0  # its group first
+    assert run_all_checks.next_job(todo, has=set(), elsewhere={"transformers"}) == 1  # left to the other
+    assert run_all_checks.next_job(todo[:1], has=set(), elsewhere={"transformers"}) is None  # waits
+    assert run_all_checks.next_job(todo[:1], has=set(), elsewhere=set()) == 0  # nobody has it yet
+
+
+def test_dispatch_names_are_bundled_scripts():
+    stems = {p.stem for p in SCRIPTS}
+    assert set(run_all_checks.LONGEST_FIRST) <= stems and set(run_all_checks.SHARED_IMPORT) <= stems
+
+
+def test_what_a_check_starts_gets_sigterm_back_while_the_worker_outlives_it(tmp_path, monkeypatch):
+    """A worker swallows SIGTERM (the runner decides), but a process a check execs or forks
+    gets the default, as when the script runs alone: with SIG_IGN inherited, torchrl's
+    PythonExecutorService.cleanup() waited 1 s for a SIGTERM that did nothing."""
+    body = (
+        "    import os, signal, subprocess, sys\n"
+        "    code = 'import signal; print(signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)'\n"
+        "    execd = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True).stdout.strip()\n"
+        "    r, w = os.pipe()\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        os.write(w, str(signal.getsignal(signal.SIGTERM) is signal.SIG_DFL).encode())\n"
+        "        os._exit(0)\n"
+        "    os.waitpid(pid, 0)\n"
+        "    forked = os.read(r, 10).decode()\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)  # the worker itself lives on\n"
+        "    report.run('dispositions', lambda: f'exec {execd} fork {forked}')"
+    )
+    probe = _planted(tmp_path, "probe", body)
+    monkeypatch.setattr(sr, "script_area", lambda path, root=None: "planted")
+    report = sr.Report(str(RUNNER), json_mode=True)
+    run_all_checks.run_parallel([probe, probe], 2, report)
+    assert [(c.status, c.detail) for c in report.checks] == [("pass", "exec True fork True")] * 2
+
+
 def test_parallel_and_sequential_runs_give_the_same_rows(tmp_path):
     area = ["--only", "modules-and-policies", "--json"]
     seq = run_python([str(RUNNER), *area, "--jobs", "1"], cwd=tmp_path, timeout=570, warm=True)
