@@ -5,8 +5,10 @@ arguments) and the all-checks runner, each as a fresh process from an empty fold
 round-robin (every command once per round), so a load that comes and goes slows them
 alike. Prints each command's median wall time, its ratio to the bare import, and its
 budget: one script <= import + 2 s; scripts/explain.py on one name <= import + 1 s; all
-checks in one run (scripts/run_all_checks.py) <= 2.5 x import. It measures; no test
-asserts it.
+checks in one run (scripts/run_all_checks.py) <= 2.5 x import. A script whose default run
+cannot be lighter than a heavier command (its floor: the LLM scripts import transformers'
+Qwen2 modules, audit_run.py runs its example) gets that floor + 2 s, the floor timed in the
+same rounds and printed with it. It measures; no test asserts it.
 """
 
 from __future__ import annotations
@@ -39,6 +41,16 @@ SCRIPT_EXTRA_S = 2.0
 EXTRA_S = {"scripts/explain.py": 1.0}  # explain.py with no argument explains one name
 RUNNER = "scripts/run_all_checks.py"
 RUNNER_RATIO = 2.5
+# Floors: the least a script's default run must do, timed as a command of its own.
+QWEN2 = ("import torchrl + the tiny Qwen2's modules",
+         ["-c", "import torchrl, tokenizers, transformers.models.qwen2.modeling_qwen2"])
+AUDITED_EXAMPLE = ("plain run of audit_run.py's example",
+                   [str(ROOT / "sub-skills" / "development-and-testing" / "assets" / "modern_example.py")])
+FLOORS = {
+    "scripts/audit_run.py": AUDITED_EXAMPLE,  # its child imports torchrl and trains the example
+    "sub-skills/llm-vla-and-services/scripts/check_llm_wiring.py": QWEN2,
+    "sub-skills/llm-vla-and-services/scripts/smoke_llm_grpo.py": QWEN2,
+}
 
 
 @dataclass
@@ -47,11 +59,14 @@ class Command:
     argv: list[str]
     times: list[float]
 
-    def budget(self, bare: float) -> tuple[float, str]:
-        """``(seconds, how it is set)`` for a bare import taking ``bare`` seconds."""
+    def budget(self, bare: float, floors: dict[str, float]) -> tuple[float, str]:
+        """``(seconds, how it is set)`` for a bare import taking ``bare`` seconds and the
+        ``FLOORS`` commands' medians in ``floors`` (by label)."""
         if self.label == RUNNER:
             return RUNNER_RATIO * bare, f"{RUNNER_RATIO:g} x import"
         extra = EXTRA_S.get(self.label, SCRIPT_EXTRA_S)
+        if self.label in FLOORS:
+            return floors[FLOORS[self.label][0]] + extra, f"floor + {extra:g} s"
         return bare + extra, f"import + {extra:g} s"
 
 
@@ -95,15 +110,20 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     bare = Command("bare import torchrl", [sys.executable, "-c", "import torchrl"], [])
     timed = commands(args.only)
+    needed = {FLOORS[c.label][0]: FLOORS[c.label][1] for c in timed if c.label in FLOORS}
+    floors = [Command(label, [sys.executable, *argv], []) for label, argv in needed.items()]
     for _ in range(args.repeat):
-        for command in [bare, *timed]:
+        for command in [bare, *floors, *timed]:
             command.times.append(wall(command.argv))
     base = statistics.median(bare.times)
     print(f"{bare.label:62s} {base:6.2f}s  1.00x")
+    floor_s = {c.label: statistics.median(c.times) for c in floors}
+    for label, seconds in floor_s.items():
+        print(f"{'floor: ' + label:62s} {seconds:6.2f}s  {seconds / base:4.2f}x")
     over = 0
     for command in timed:
         seconds = statistics.median(command.times)
-        limit, how = command.budget(base)
+        limit, how = command.budget(base, floor_s)
         verdict = "ok" if seconds <= limit else "OVER"
         over += verdict == "OVER"
         print(f"{command.label:62s} {seconds:6.2f}s  {seconds / base:4.2f}x  budget {how} = {limit:5.2f}s  {verdict}")

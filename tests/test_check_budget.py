@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from conftest import BUNDLE, run_python
+from conftest import BUNDLE, SCRIPTS, load_module, run_python
 
 BUDGET = BUNDLE / "benchmarks" / "check_budget.py"
 
@@ -12,7 +12,7 @@ BUDGET = BUNDLE / "benchmarks" / "check_budget.py"
 def test_help_lists_example_and_exit_codes():
     proc = run_python([str(BUDGET), "--help"], timeout=120)
     assert proc.returncode == 0, proc.stderr
-    for text in ("example:", "exit codes:", "  0 ", "  1 ", "  2 ", "  130 ", "2.5 x import", "import + 1 s"):
+    for text in ("example:", "exit codes:", "  0 ", "  1 ", "  2 ", "  130 ", "2.5 x import", "import + 1 s", "floor + 2 s"):
         assert text in proc.stdout, text
 
 
@@ -31,3 +31,17 @@ def test_one_script_side_by_side_with_the_bare_import(tmp_path):
     assert re.match(r"scripts/check_torchrl_env\.py\s+[\d.]+s\s+[\d.]+x\s+budget import \+ 2 s = ", lines[1]), lines[1]
     assert lines[-1].endswith("over budget; medians of 1 round(s), bare import " + lines[0].split()[-2].rstrip("s") + "s")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_script_with_a_floor_is_budgeted_from_that_floor_and_the_others_from_the_import():
+    """FLOORS names bundled scripts; their budget is the floor's measured median + 2 s, every
+    other script's is the bare import + 2 s (explain.py + 1 s), the runner's 2.5x the import."""
+    budget = load_module(BUDGET)
+    labels = {p.relative_to(BUNDLE).as_posix() for p in SCRIPTS}
+    assert set(budget.FLOORS) <= labels and budget.FLOORS
+    floors = {label: 10.0 + i for i, label in enumerate(sorted({floor for floor, _ in budget.FLOORS.values()}))}
+    for label, (floor, _) in budget.FLOORS.items():
+        assert budget.Command(label, [], []).budget(4.0, floors) == (floors[floor] + 2.0, "floor + 2 s")
+    assert budget.Command("scripts/check_torchrl_env.py", [], []).budget(4.0, floors) == (6.0, "import + 2 s")
+    assert budget.Command("scripts/explain.py", [], []).budget(4.0, floors) == (5.0, "import + 1 s")
+    assert budget.Command(budget.RUNNER, [], []).budget(4.0, floors) == (10.0, "2.5 x import")
