@@ -132,9 +132,9 @@ def _outlive_signals() -> None:
     sends SIGTERM, then waits 1 s before SIGKILL: 2 s more on smoke_services.py). A handled
     signal is reset to the default by exec, and a fork's child gets the default back here.
     One the runner found ignored (SIGHUP under nohup) stays ignored, as it does for a script
-    run alone. SIGINT stays ignored in what the checks start: a terminal's
-    Ctrl-C reaches the whole process group, and the runner stops everything itself, with
-    one line and no traceback from a check's own processes.
+    run alone. SIGINT stays ignored in what the checks start: a terminal's Ctrl-C reaches the
+    whole process group, and the runner stops everything itself, with one line and no
+    traceback from a check's own processes.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     handled = [sig for sig in (signal.SIGTERM, signal.SIGHUP) if signal.getsignal(sig) is not signal.SIG_IGN]
