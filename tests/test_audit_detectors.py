@@ -106,6 +106,33 @@ def test_transforms_broken_and_fixed():
     passes(path / "fixed.py", "transforms", says=["RewardScaling+ScaleObservationFixed+ObservationNorm+StepCounter"])
 
 
+def test_eval_env_with_its_own_running_statistics_fails():
+    # pytorch/rl#337's class, found by a newcomer trial: the row said PASS while listing both envs
+    path = AUDIT / "transforms" / "eval_norm.py"
+    fails(path, "transforms", "--", "--variant", "own",
+          says=["VecNormV2(in_keys=['observation'])", "(400 steps)", "keeps running statistics of its own",
+                "eval_norm.load_state_dict(train_norm.state_dict()) then eval_norm.freeze()"])
+    passes(path, "transforms", "--", "--variant", "shared", says=["VecNormV2 (400 steps"])
+    passes(path, "transforms", "--", "--variant", "snapshot", says=["VecNormV2 (400 steps"])
+
+
+def test_own_statistics_spare_envs_stepped_alike_or_frozen():
+    """The nearest cases the rule excludes: SerialEnv sub-envs each with their own VecNormV2,
+    stepped alike, and an env whose running statistics are frozen."""
+    from _audit import d_transforms as transforms
+
+    def env(steps, stats, frozen=False):
+        return {"site": "envs.py:3", "steps": steps,
+                "running": [{"cls": "VecNormV2", "keys": ["observation"], "stats": stats, "frozen": frozen}]}
+
+    assert transforms._own_statistics([env(200, [1]), env(200, [2]), env(190, [3])]) == []  # sub-envs stepped alike
+    assert transforms._own_statistics([env(400, [1]), env(40, [2], frozen=True)]) == []  # a frozen snapshot
+    assert transforms._own_statistics([env(400, [1]), env(40, [1])]) == []  # the same statistics
+    assert transforms._own_statistics([env(400, [1]), env(40, [])]) == []  # never stepped: no statistics yet
+    (fault,) = transforms._own_statistics([env(400, [1]), env(200, [2])])
+    assert "(200 steps) keeps running statistics of its own" in fault and "(400 steps)" in fault
+
+
 def test_time_limit_broken_and_fixed():
     path = AUDIT / "time_limit"
     detail = fails(path / "broken.py", "time-limit", "--max-frames", "300", says=["`terminated` at exactly step 20", "StepCounter(max_steps=20)"])

@@ -18,7 +18,12 @@ that was reset (``Transform._reset`` returns the reset output unchanged, so the 
 observation of every episode is untransformed: pytorch/rl#2595); an ``ObservationNorm``
 used before its statistics are set (the run stops on "Loc/Scale have not been
 initialized"; statistics taken on another env instance than the one collected from, or
-never: pytorch/rl#565, pytorch/rl#699).
+never: pytorch/rl#565, pytorch/rl#699); a running normalizer (``VecNorm``, ``VecNormV2``) in
+an env stepped at most half as often as another one normalizing the same keys, with
+statistics of its own and not frozen: an evaluation env built by the same factory
+normalizes the policy's inputs with statistics of its own few steps (fresh ones start at
+NaN), not the training env's (the class of pytorch/rl#337; fix proven in
+sub-skills/envs-and-transforms/references/evaluation-envs.md).
 
 Minimum evidence: MIN_STEPS steps of the envs in use.
 
@@ -37,6 +42,7 @@ from .evidence import need
 
 NAME = "transforms"
 MIN_STEPS = 10
+RUNNING_NORMS = ("VecNorm", "VecNormV2")  # transforms whose statistics update as they run
 
 
 def _transforms(env) -> list:
@@ -44,6 +50,20 @@ def _transforms(env) -> list:
     if t is None:
         return []
     return list(t) if hasattr(t, "transforms") else [t]
+
+
+def _statistics_id(t) -> list[int]:
+    """The storages of a running normalizer's statistics (``VecNormV2._loc``/``_var``/``_count``,
+    ``VecNorm._td``): two transforms with the same list share their statistics
+    (``load_state_dict`` hands over the tensors themselves, torchrl 0.14.1); [] before any step."""
+    import torch
+
+    found = []
+    for attr in ("_loc", "_var", "_count", "_td"):
+        value = getattr(t, attr, None)
+        leaves = [value] if torch.is_tensor(value) else list(value.values(True, True)) if hasattr(value, "values") else []
+        found += [leaf.untyped_storage().data_ptr() for leaf in leaves if torch.is_tensor(leaf)]
+    return sorted(found)
 
 
 def install(hub) -> None:
@@ -121,6 +141,8 @@ def install(hub) -> None:
                 "base_steps": max(used(info["base"]), by_base[info["base"]] - steps.get(key, 0)), "appended_at": appended.get(key),
                 "transforms": info["transforms"], "reset_skipped": info["reset_skipped"],
                 "norms": norms,
+                "running": [{"cls": type(t).__name__, "keys": [str(k) for k in t.in_keys], "stats": _statistics_id(t),
+                             "frozen": bool(getattr(t, "frozen", False))} for t in ts if type(t).__name__ in RUNNING_NORMS],
             })
         sec["envs"] = out
 
@@ -245,6 +267,7 @@ def judge(observed: dict) -> str:
             faults.append(f"{names} in {name} overrides _call but not _reset, and the env was reset {e['resets']} times: at each reset its "
                           "output is untransformed (Transform._reset returns the reset TensorDict unchanged, pytorch/rl#2595); fix: add to that "
                           "class def _reset(self, tensordict, tensordict_reset): return self._call(tensordict_reset)")
+    faults += _own_statistics(envs)
     if faults:  # the workers of a SerialEnv share one fault: say it once, with the count
         counts = {f: faults.count(f) for f in faults}
         raise sr.CheckFailed(" | ".join(f if n == 1 else f"{n} envs: {f}" for f, n in counts.items()))
@@ -257,3 +280,22 @@ def judge(observed: dict) -> str:
     blind = f"; not counted: the envs inside the worker processes of {', '.join(workers)} (not instrumented)" if workers else ""
     return (f"{used} TransformedEnv(s) used, with the steps and resets each one ran (the sub-envs of a SerialEnv included): "
             + "; ".join(f"{text})" if n == 1 else f"{n} x {text} each)" for text, n in shown.items()) + blind)
+
+
+def _own_statistics(envs: list[dict]) -> list[str]:
+    """Faults for running normalizers that keep statistics of their own in an env stepped at
+    most half as often as the most-stepped env normalizing the same keys, and are not frozen."""
+    faults = []
+    held = [(e, n) for e in envs if e["steps"] for n in e.get("running", []) if n["stats"]]
+    for keys in {tuple(n["keys"]) for _, n in held}:
+        same = [(e, n) for e, n in held if tuple(n["keys"]) == keys]
+        main, main_norm = max(same, key=lambda pair: pair[0]["steps"])
+        for e, n in same:
+            if n["stats"] != main_norm["stats"] and not n["frozen"] and 2 * e["steps"] <= main["steps"]:
+                faults.append(
+                    f"{n['cls']}(in_keys={list(keys)}) of the TransformedEnv built at {e['site']} ({e['steps']} steps) keeps running "
+                    f"statistics of its own, not those of the one built at {main['site']} ({main['steps']} steps): the policy's inputs "
+                    "there are scaled by statistics of that env's own steps (an evaluation env built by the same factory, "
+                    "pytorch/rl#337's class); fix: before evaluating, eval_norm.load_state_dict(train_norm.state_dict()) then "
+                    "eval_norm.freeze() (sub-skills/envs-and-transforms/references/evaluation-envs.md)")
+    return faults
