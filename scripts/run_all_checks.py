@@ -216,7 +216,8 @@ def run_parallel(paths: list[Path], jobs: int, report: sr.Report) -> None:
     try:
         idle = [start() for _ in range(jobs)]
         while printed < len(paths):
-            for conn, proc in list(idle):
+            # a worker holding a group asks first: it takes that group's scripts before another would
+            for conn, proc in sorted(idle, key=lambda pair: -len(groups.get(pair[1], ()))):
                 has = groups.setdefault(proc, set())
                 pos = next_job(todo, has, set().union(*(g for p, g in groups.items() if p is not proc)))
                 if pos is None and not busy:  # nobody else to leave it to

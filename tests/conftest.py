@@ -27,7 +27,7 @@ sys.path.insert(0, str(TESTS))
 os.environ.setdefault("TORCHRL_CONSOLE_STREAM", "stderr")
 # Small networks on 2 busy cores run several times faster with one torch thread.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-# A suite started as a background job of a non-interactive shell (`cmd &`, nohup) inherits
+# A suite started as a background job of a non-interactive shell (`cmd &` in a script) inherits
 # SIGINT ignored, and every interpreter below keeps it ignored: the Ctrl-C tests' children
 # would never see their interrupt. A handled SIGINT is reset to the default across exec, so
 # the processes the tests start get a real Ctrl-C again.

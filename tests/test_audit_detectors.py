@@ -117,20 +117,23 @@ def test_eval_env_with_its_own_running_statistics_fails():
 
 
 def test_own_statistics_spare_envs_stepped_alike_or_frozen():
-    """The nearest cases the rule excludes: SerialEnv sub-envs each with their own VecNormV2,
-    stepped alike, and an env whose running statistics are frozen."""
+    """The nearest cases the rule excludes: SerialEnv sub-envs or a spec check's throwaway env
+    (never rolled out with a policy by the user), a frozen snapshot, the training statistics
+    themselves, another base env; and the case it must keep: an evaluation env however often
+    it was stepped, read when it was rolled out."""
     from _audit import d_transforms as transforms
 
-    def env(steps, stats, frozen=False):
-        return {"site": "envs.py:3", "steps": steps,
+    def env(steps, stats, frozen=False, rolled_out=True, base="GymEnv"):
+        return {"site": "envs.py:3", "steps": steps, "base_cls": base, "rolled_out": rolled_out,
                 "running": [{"cls": "VecNormV2", "keys": ["observation"], "stats": stats, "frozen": frozen}]}
 
-    assert transforms._own_statistics([env(200, [1]), env(200, [2]), env(190, [3])]) == []  # sub-envs stepped alike
+    assert transforms._own_statistics([env(200, [1], rolled_out=False), env(200, [2], rolled_out=False)]) == []  # sub-envs
+    assert transforms._own_statistics([env(400, [1]), env(3, [2], rolled_out=False)]) == []  # check_env_specs' env
     assert transforms._own_statistics([env(400, [1]), env(40, [2], frozen=True)]) == []  # a frozen snapshot
-    assert transforms._own_statistics([env(400, [1]), env(40, [1])]) == []  # the same statistics
-    assert transforms._own_statistics([env(400, [1]), env(40, [])]) == []  # never stepped: no statistics yet
-    (fault,) = transforms._own_statistics([env(400, [1]), env(200, [2])])
-    assert "(200 steps) keeps running statistics of its own" in fault and "(400 steps)" in fault
+    assert transforms._own_statistics([env(400, [1]), env(40, [1])]) == []  # the training statistics, shared
+    assert transforms._own_statistics([env(400, [1]), env(40, [2], base="PendulumEnv")]) == []  # another task
+    (fault,) = transforms._own_statistics([env(400, [1], rolled_out=False), env(390, [2])])
+    assert "(390 steps), rolled out with a policy, keeps running statistics of its own" in fault and "(400 steps)" in fault
 
 
 def test_time_limit_broken_and_fixed():

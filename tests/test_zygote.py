@@ -149,7 +149,7 @@ def test_a_fork_leaves_the_inherited_objects_frozen_in_the_child_only(tmp_path):
 
 def test_the_processes_tests_start_get_a_real_ctrl_c(tmp_path):
     """The Ctrl-C tests interrupt the scripts they start. A suite launched as a background job
-    (`pytest &` from a script, nohup) inherits SIGINT ignored; conftest resets it, so cold and
+    (`pytest &` from a script) inherits SIGINT ignored; conftest resets it, so cold and
     warm children alike install Python's KeyboardInterrupt handler. Without the reset, both
     print SIG_IGN here (and the Ctrl-C tests fail with exit 0 or a child that never stops)."""
     code = "import signal; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"

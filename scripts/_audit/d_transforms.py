@@ -19,11 +19,14 @@ observation of every episode is untransformed: pytorch/rl#2595); an ``Observatio
 used before its statistics are set (the run stops on "Loc/Scale have not been
 initialized"; statistics taken on another env instance than the one collected from, or
 never: pytorch/rl#565, pytorch/rl#699); a running normalizer (``VecNorm``, ``VecNormV2``) in
-an env stepped at most half as often as another one normalizing the same keys, with
-statistics of its own and not frozen: an evaluation env built by the same factory
-normalizes the policy's inputs with statistics of its own few steps (fresh ones start at
-NaN), not the training env's (the class of pytorch/rl#337; fix proven in
-sub-skills/envs-and-transforms/references/evaluation-envs.md).
+an env the user's code rolled out with a policy (``env.rollout(n, policy)``: an evaluation),
+not frozen, with statistics of its own rather than those of the most-stepped env of the same
+base class normalizing the same keys: the policy's inputs there are scaled by statistics of
+that env's own steps (the class of pytorch/rl#337; fix proven in
+sub-skills/envs-and-transforms/references/evaluation-envs.md). Its normalizers are read when
+it is rolled out, so an evaluation env built inside a function and then dropped counts too;
+an env only stepped by torchrl's own checks (``check_env_specs``) or as a batched env's
+sub-env is never such an evaluation.
 
 Minimum evidence: MIN_STEPS steps of the envs in use.
 
@@ -119,6 +122,18 @@ def install(hub) -> None:
                                  "transforms": [type(t).__name__ for t in _transforms(env)],
                                  "reset_skipped": skipped(_transforms(env))}
 
+    rolled: dict[int, list] = {}  # envs the user's code rolled out with a policy: their running normalizers then
+
+    def running(ts) -> list:
+        return [{"cls": type(t).__name__, "keys": [str(k) for k in t.in_keys], "stats": _statistics_id(t),
+                 "frozen": bool(getattr(t, "frozen", False))} for t in ts if type(t).__name__ in RUNNING_NORMS]
+
+    def on_rollout(env, policy, out):
+        if policy is not None and isinstance(env, TransformedEnv):
+            rolled[key_of(env)] = running(_transforms(env))
+
+    hub.on("env_rollout", on_rollout)
+
     def summarise():
         out = []
         by_base: dict[int, int] = {}
@@ -141,8 +156,8 @@ def install(hub) -> None:
                 "base_steps": max(used(info["base"]), by_base[info["base"]] - steps.get(key, 0)), "appended_at": appended.get(key),
                 "transforms": info["transforms"], "reset_skipped": info["reset_skipped"],
                 "norms": norms,
-                "running": [{"cls": type(t).__name__, "keys": [str(k) for k in t.in_keys], "stats": _statistics_id(t),
-                             "frozen": bool(getattr(t, "frozen", False))} for t in ts if type(t).__name__ in RUNNING_NORMS],
+                "running": running(ts) if env is not None else rolled.get(key, []),
+                "rolled_out": key in rolled,
             })
         sec["envs"] = out
 
@@ -283,19 +298,21 @@ def judge(observed: dict) -> str:
 
 
 def _own_statistics(envs: list[dict]) -> list[str]:
-    """Faults for running normalizers that keep statistics of their own in an env stepped at
-    most half as often as the most-stepped env normalizing the same keys, and are not frozen."""
+    """Faults for running normalizers of an env the user rolled out with a policy that are not
+    frozen and keep statistics other than those of the most-stepped env of the same base class
+    normalizing the same keys."""
     faults = []
     held = [(e, n) for e in envs if e["steps"] for n in e.get("running", []) if n["stats"]]
-    for keys in {tuple(n["keys"]) for _, n in held}:
-        same = [(e, n) for e, n in held if tuple(n["keys"]) == keys]
+    for group in {(tuple(n["keys"]), e.get("base_cls")) for e, n in held}:
+        same = [(e, n) for e, n in held if (tuple(n["keys"]), e.get("base_cls")) == group]
         main, main_norm = max(same, key=lambda pair: pair[0]["steps"])
         for e, n in same:
-            if n["stats"] != main_norm["stats"] and not n["frozen"] and 2 * e["steps"] <= main["steps"]:
+            if e is not main and e.get("rolled_out") and n["stats"] != main_norm["stats"] and not n["frozen"]:
                 faults.append(
-                    f"{n['cls']}(in_keys={list(keys)}) of the TransformedEnv built at {e['site']} ({e['steps']} steps) keeps running "
-                    f"statistics of its own, not those of the one built at {main['site']} ({main['steps']} steps): the policy's inputs "
-                    "there are scaled by statistics of that env's own steps (an evaluation env built by the same factory, "
-                    "pytorch/rl#337's class); fix: before evaluating, eval_norm.load_state_dict(train_norm.state_dict()) then "
-                    "eval_norm.freeze() (sub-skills/envs-and-transforms/references/evaluation-envs.md)")
+                    f"{n['cls']}(in_keys={list(group[0])}) of the TransformedEnv built at {e['site']} ({e['steps']} steps), rolled out "
+                    f"with a policy, keeps running statistics of its own, not those of the one built at {main['site']} "
+                    f"({main['steps']} steps): the policy's inputs there are scaled by statistics of that env's own steps (an "
+                    "evaluation env built by the same factory, pytorch/rl#337's class); fix: before each evaluation, "
+                    "eval_norm.load_state_dict(train_norm.state_dict()) then eval_norm.freeze() "
+                    "(sub-skills/envs-and-transforms/references/evaluation-envs.md)")
     return faults
