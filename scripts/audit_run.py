@@ -32,6 +32,7 @@ import importlib  # noqa: E402
 
 import skill_report as sr  # noqa: E402
 from _audit import DETECTORS, INFO  # noqa: E402
+from _audit import d_optimizer_coverage  # noqa: E402
 from _audit import worker_reports as _workers  # noqa: E402
 
 EXAMPLE = (
@@ -125,7 +126,7 @@ def check_run(args):
     stray = {k: v for k, v in meta["probe_errors"].items() if k.rpartition(":")[2] not in owned}
     if stray:  # errors of a detector's own probes are shown in that detector's row
         notes.append(f"auditor probe errors (rows may under-report): {'; '.join(f'{k}: {v}' for k, v in list(stray.items())[:3])}")
-    coverage = observed["sections"].get(importlib.import_module("_audit.d_optimizer_coverage").NAME, {})
+    coverage = observed["sections"].get(d_optimizer_coverage.NAME, {})
     stepped = [o["steps"] for o in coverage.get("optimizers", []) if o.get("steps")]
     steps = f"{meta['optimizer_steps']} optimizer steps"
     if len(stepped) > 1:  # the other rows count the most-stepped optimizer
