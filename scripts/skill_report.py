@@ -148,6 +148,8 @@ class Report:
     versions: dict | None = None
     timeout: float | None = None
     nothing_audited: str | None = None
+    # names of the checks stopped by ``timeout``: run_declared does not hand what they held on
+    timed_out: set[str] = field(default_factory=set)
 
     @property
     def script_path(self) -> str:
@@ -214,7 +216,10 @@ class Report:
                     detail, value = out.detail, out.value
                 else:
                     detail = out or ""
-            except (CheckFailed, _user_code.TimeLimitExceeded) as err:
+            except _user_code.TimeLimitExceeded as err:
+                status, detail = "fail", str(err)
+                self.timed_out.add(name)
+            except CheckFailed as err:
                 status, detail = "fail", str(err)
             except CheckSkipped as err:
                 status, detail = "skip", str(err)
@@ -231,6 +236,7 @@ class Report:
                     raise cause from None
                 if cause is not None:
                     detail = f"{cause} (surfaced as {type(err).__name__} from compiled code)"
+                    self.timed_out.add(name)
                 absent = _absent_feature(_chained(err, (ImportError, AttributeError, TypeError)))
                 if absent:  # an older torchrl line lacks what the check exercises: it cannot run here
                     status, detail = "skip", absent
@@ -307,12 +313,16 @@ def run_declared(checks: list[Check], report: Report, **namespace: Any) -> dict[
 
     A check whose ``flag`` is off is skipped as not asked for; a check that needs a value
     an earlier check did not give (it failed or skipped) is skipped naming that check.
+    A check stopped by the report's time limit was interrupted inside what it held (the
+    user's env, mid-``_step``): a later check taking one of those given values is skipped
+    naming the hung check, instead of waiting out the limit again on the same code.
     """
     problems = validate_declared(checks, set(namespace))
     if problems:
         raise TypeError("; ".join(problems))
     givers = {c.gives: c.name for c in checks if c.gives}
     args = namespace.get("args")
+    hung: dict[str, str] = {}  # given value -> the check that timed out holding it
     for check in checks:
         if check.flag and not getattr(args, check.flag, False):
             report.add(check.name, "skip", f"not asked for (pass --{check.flag.replace('_', '-')})")
@@ -324,7 +334,14 @@ def run_declared(checks: list[Check], report: Report, **namespace: Any) -> dict[
             continue
         params = inspect.signature(check.fn).parameters
         kwargs = {name: namespace[name] for name in params if name in namespace}
+        held = [p for p in kwargs if p in hung]
+        if held:
+            report.add(check.name, "skip", f"not run: {hung[held[0]]} timed out inside {held[0]} (its state is "
+                                           "unknown after the interrupt; fix that hang first)")
+            continue
         value = report.run(check.name, check.fn, **kwargs)
+        if check.name in report.timed_out:
+            hung.update({p: check.name for p in kwargs if p in givers})
         if check.gives and report.checks[-1].status == "pass":
             namespace[check.gives] = value
     return namespace

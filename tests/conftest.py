@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -133,7 +134,8 @@ _PYTHON_ZYGOTE: list = []  # made on first use: its environment is run_python's
 
 def run_python(args: list[str], timeout: int = 300, cwd: Path | None = None, env: dict | None = None,
                warm: bool = False) -> subprocess.CompletedProcess:
-    """Run ``python ARGS`` from an unrelated working directory (scripts must not depend on cwd).
+    """Run ``python ARGS`` from an unrelated working directory (scripts must not depend on cwd;
+    without ``cwd``, an empty temporary folder, removed after).
 
     ``timeout`` only guards against a hung child; pick it generously (a 3x slower machine
     must still pass). ``warm=True`` forks it from a zygote that already imported
@@ -141,7 +143,12 @@ def run_python(args: list[str], timeout: int = 300, cwd: Path | None = None, env
     read from the environment, hidden distributions); ``env`` must then hold nothing those
     imports read.
     """
-    full_env, folder = _python_env(env), str(cwd or BUNDLE.parent)
+    if cwd is None:
+        # a folder of its own, removed after: a script that writes into its working folder
+        # (the contract's negative fixtures do) must not leave files beside the clone
+        with tempfile.TemporaryDirectory(prefix="run-python-") as folder:
+            return run_python(args, timeout=timeout, cwd=Path(folder), env=env, warm=warm)
+    full_env, folder = _python_env(env), str(cwd)
     if warm and zygote.enabled():
         if not _PYTHON_ZYGOTE:
             _PYTHON_ZYGOTE.append(zygote.Zygote(PRELOAD, _python_env()))

@@ -251,6 +251,10 @@ def test_timeout_fails_a_hanging_step_with_its_line():
     assert st["env:reset-output"][0] == "pass"
     status, detail = st["env:check_env_specs"]
     assert status == "fail" and "still running after 3 s (at hang_in_step.py:" in detail and "in _step" in detail
+    # the env is not stepped again: the hang costs one time limit, not one per later row
+    later = list(st)[list(st).index("env:check_env_specs") + 1:]
+    assert later and all(st[n] == ("skip", "not run: env:check_env_specs timed out inside env (its state is unknown "
+                                           "after the interrupt; fix that hang first)") for n in later), st
 
 
 def test_keyboard_interrupt_in_user_code_is_not_an_env_fault(tmp_path):

@@ -45,6 +45,58 @@ def test_any_other_crash_is_the_checks_failure_with_its_site():
     assert row.status == "fail" and row.detail.startswith("ValueError: bad shape (raised at ")
 
 
+def _declared_env_checks(first_step):
+    """A builder giving ``env``, a first check that steps it (``first_step``), and after it a
+    check taking ``env``, one taking nothing given and one taking a value with a default."""
+    calls = []
+
+    def build():
+        return sr.Passed("built", {"steps": 0})
+
+    def step_later(env):
+        calls.append("step_later")
+        return "stepped"
+
+    def no_env(args):
+        calls.append("no_env")
+        return "ran"
+
+    def optional_env(args, env=None):
+        calls.append("optional_env")
+        return "ran"
+
+    checks = [sr.Check("build", build, gives="env"), sr.Check("first", first_step), sr.Check("later", step_later),
+              sr.Check("plain", no_env), sr.Check("optional", optional_env)]
+    return checks, calls
+
+
+def test_a_timed_out_check_hands_nothing_it_held_to_later_checks():
+    def hangs(env):
+        time.sleep(30)
+
+    checks, calls = _declared_env_checks(hangs)
+    report = sr.Report("x.py", json_mode=True, timeout=1)
+    sr.run_declared(checks, report, args=None)
+    rows = {c.name: (c.status, c.detail) for c in report.checks}
+    assert rows["first"][0] == "fail" and "still running after 1 s" in rows["first"][1]
+    for name in ("later", "optional"):  # a value taken with a default is held too
+        assert rows[name] == ("skip", "not run: first timed out inside env (its state is unknown after the interrupt; "
+                                      "fix that hang first)"), rows[name]
+    assert rows["plain"] == ("pass", "ran") and calls == ["no_env"] and report.timed_out == {"first"}
+
+
+def test_a_check_that_fails_without_timing_out_still_hands_its_values_on():
+    # the nearest case the rule excludes: a failure is no interrupt, the env is still usable
+    def fails(env):
+        raise sr.CheckFailed("wrong spec")
+
+    checks, calls = _declared_env_checks(fails)
+    report = sr.Report("x.py", json_mode=True, timeout=1)
+    sr.run_declared(checks, report, args=None)
+    assert [c.status for c in report.checks] == ["pass", "fail", "pass", "pass", "pass"]
+    assert calls == ["step_later", "no_env", "optional_env"] and report.timed_out == set()
+
+
 # ---------------------------------------------------------------------------- versions
 OLDER = {"python": "3.11.7", "torch": "2.12.1", "tensordict": "0.13.0", "torchrl": "0.13.3"}
 
