@@ -305,14 +305,20 @@ def test_failed_collector_start_hangs_at_exit_unless_the_scheme_is_shut_down(tmp
     broken = Child([str(LOGS / "failed_start_hangs.py")], cwd=tmp_path)
     fixed = Child([str(LOGS / "failed_start_exits.py")], cwd=tmp_path)  # side by side: half the wait
     try:
+        failed = lambda child: "failed to initialize" in "".join(child.stderr)  # noqa: E731 - the traceback's text
+        fixed.wait_for(lambda: failed(fixed) or fixed.proc.poll() is not None, "the worker failure")
+        printed = time.monotonic()
         fixed.proc.wait(timeout=300)
+        exit_took = time.monotonic() - printed  # from the traceback to the process gone: the exit itself
         for t in fixed.threads:
             t.join(10)
         err = "".join(fixed.stderr)
         assert fixed.proc.returncode == 1 and "failed to initialize" in err, err[-2000:]
         assert "Can't get attribute 'Net' on <module '__mp_main__'" in err
-        broken.wait_for(lambda: "failed to initialize" in "".join(broken.stderr), "the worker failure")
-        time.sleep(12)  # interpreter exit takes a second or two, not this long
+        broken.wait_for(lambda: failed(broken), "the worker failure")
+        # the same exit, given 4 times as long as the fixed script's took here (at least 4 s):
+        # a slower machine slows both alike
+        time.sleep(max(4.0, 4 * exit_took))
         assert broken.proc.poll() is None, f"exited {broken.proc.returncode}: the hang did not reproduce"
     finally:
         broken.kill_group()
