@@ -279,13 +279,36 @@ def test_explain_commands_succeed(project):
     assert failed == [], "\n".join(failed)
 
 
+def gate_flags(script: Path) -> set[str]:
+    """The options of ``script`` that only switch on declared checks: ``--x`` store_true
+    options whose destination is the ``flag`` of a check in its ``CHECKS``
+    (``skill_report.run_declared`` skips such a check as "not asked for" without it)."""
+    module = load_module(script)
+    flags = {c.flag for c in getattr(module, "CHECKS", []) if c.flag}
+    return {a.option_strings[-1] for a in module.build_parser()._actions
+            if a.dest in flags and a.nargs == 0 and a.const is True and a.option_strings}
+
+
+def widest(key: tuple, keys: list[tuple]) -> tuple:
+    """The key of the run that covers ``key``'s: another of the same script whose tokens hold
+    all of ``key``'s plus only gate flags (:func:`gate_flags`) runs every check ``key`` runs,
+    with the same inputs, and more; else ``key`` itself."""
+    script, tokens = key
+    wider = [k for k in keys if k != key and k[0] == script and set(tokens) < set(k[1])
+             and len(k[1]) == len(set(k[1])) and not (set(k[1]) - set(tokens)) - gate_flags(script)]
+    return max(wider, key=lambda k: len(k[1])) if wider else key
+
+
 def _params():
     """One run per distinct input (:func:`same_input`): the first command of each group runs,
-    and the test id names it; the others of its group are the same run under other names."""
+    and the test id names it; the others of its group are the same run under other names. A
+    command whose checks a wider documented command runs too (:func:`widest`) is in its group."""
     slow = [pytest.mark.slow]
+    inputs = {c: same_input(c) for c in OTHERS}
+    keys = list(dict.fromkeys(inputs.values()))
     groups: dict[tuple, list[Command]] = {}
-    for c in OTHERS:
-        groups.setdefault(same_input(c), []).append(c)
+    for c in sorted(OTHERS, key=lambda c: widest(inputs[c], keys) != inputs[c]):  # a group starts with its widest
+        groups.setdefault(widest(inputs[c], keys), []).append(c)
     return [pytest.param(cs[0], id=str(cs[0]), marks=slow if cs[0].stem in SLOW or any(a in cs[0].args for a in SLOW_ARGS) else [])
             for cs in groups.values()]
 
@@ -304,6 +327,22 @@ def test_commands_naming_the_same_input_share_one_run():
     flagged = Command(env.script, "envs.py:make_env --steps 5", ())
     assert same_input(flagged) != same_input(env)
     assert len(_params()) < len(OTHERS)
+
+
+def test_a_command_whose_checks_a_wider_one_runs_shares_its_run():
+    """``check_ray_scaling.py --ray`` runs a subset of ``--ray --ray-collector``'s checks
+    (``--ray-collector`` only switches on ray:collector): one run, the wider one. An extra
+    option that changes how checks run (``--grace 15``, ``--steps 5``) is no gate: its own run."""
+    ray = BUNDLE / "sub-skills/collectors-and-replay/scripts/check_ray_scaling.py"
+    assert gate_flags(ray) == {"--ray", "--ray-collector"}
+    narrow, wide, graced = (Command(ray, a, ()) for a in ("--ray", "--ray --ray-collector", "--ray --grace 15"))
+    keys = [same_input(c) for c in (narrow, wide, graced)]
+    assert widest(keys[0], keys) == keys[1] and widest(keys[1], keys) == keys[1] and widest(keys[2], keys) == keys[2]
+    env = BUNDLE / "sub-skills/envs-and-transforms/scripts/check_user_env.py"
+    plain, stepped = (same_input(Command(env, a, ())) for a in ("envs.py:make_env", "envs.py:make_env --steps 5"))
+    assert widest(plain, [plain, stepped]) == plain
+    runs = [str(p.values[0]) for p in _params()]  # both are documented: the wide one runs, once
+    assert {str(narrow), str(wide)} <= {str(c) for c in OTHERS} and str(wide) in runs and str(narrow) not in runs
 
 
 @pytest.mark.parametrize("command", _params())
