@@ -358,14 +358,43 @@ def check_backend(dist: str, module: str, purpose: str) -> str:
     return f"{sr.optional_backend(dist, module, install_hint(dist))} ({purpose})"
 
 
+CLIS = ("rlrender", "torchrl-render")  # torchrl 0.14.1's console scripts (its entry_points)
+_CLI_RUNS: dict[str, tuple[str, subprocess.Popen] | None] = {}  # started, not yet checked
+
+
+def _cli_path(name: str) -> str | None:
+    exe = Path(sys.executable).parent / name
+    return str(exe) if exe.exists() else shutil.which(name)
+
+
+def _start_cli_help() -> None:
+    """Start ``--help`` of every console script at once: each imports torchrl (about 3 s), so
+    side by side the rows take one import, not one each. :func:`_stop_cli_help` ends them."""
+    for name in CLIS:
+        path = _cli_path(name)
+        _CLI_RUNS[name] = (path, subprocess.Popen([path, "--help"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                                  text=True)) if path else None
+
+
+def _stop_cli_help() -> None:
+    """Kill what a check did not wait for (an interrupted or timed-out row)."""
+    for started in _CLI_RUNS.values():
+        if started is not None and started[1].poll() is None:
+            started[1].kill()
+            started[1].communicate()
+    _CLI_RUNS.clear()
+
+
 def check_cli(name: str) -> str:
     """``NAME --help`` from the interpreter's bin folder (or PATH) exits 0."""
-    exe = Path(sys.executable).parent / name
-    path = str(exe) if exe.exists() else shutil.which(name)
-    if path is None:
+    if name not in _CLI_RUNS:
+        _start_cli_help()
+    started = _CLI_RUNS[name]
+    if started is None:
         raise sr.CheckFailed(f"{name} not found next to {sys.executable} or on PATH; fix: pip install torchrl (console script)")
-    proc = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=120)
-    sr.expect(proc.returncode == 0, f"{name} --help exited {proc.returncode}: {proc.stderr.strip()[-200:]}")
+    path, proc = started
+    _, err = proc.communicate(timeout=120)
+    sr.expect(proc.returncode == 0, f"{name} --help exited {proc.returncode}: {err.strip()[-200:]}")
     return f"{path} --help exited 0"
 
 
@@ -383,7 +412,7 @@ CHECKS = [
     sr.Check("core:step_mdp", check_step_mdp),
     sr.Check("core:tensordict-module", check_module),
     *[sr.Check(f"backend:{dist}", functools.partial(check_backend, dist, module, purpose)) for dist, module, purpose in OPTIONAL_BACKENDS],
-    *[sr.Check(f"cli:{cli}", functools.partial(check_cli, cli), flag="check_cli") for cli in ("rlrender", "torchrl-render")],
+    *[sr.Check(f"cli:{cli}", functools.partial(check_cli, cli), flag="check_cli") for cli in CLIS],
 ]
 
 
@@ -395,7 +424,10 @@ def run_checks(args, report: sr.Report) -> None:
             torch.empty(1, device=args.device)
         except Exception as err:
             sr.cannot_run(f"--device {args.device} is not usable here ({type(err).__name__})", "use --device cpu")
-    done = sr.run_declared(CHECKS, report, args=args, versions=report.versions or sr.stack_versions())
+    try:
+        done = sr.run_declared(CHECKS, report, args=args, versions=report.versions or sr.stack_versions())
+    finally:
+        _stop_cli_help()
     if "pendulum" in done:
         done["pendulum"].env.close()
 

@@ -76,6 +76,29 @@ def test_check_cli_finds_console_scripts(tmp_path):
     assert rows["cli:rlrender"]["status"] == "pass" and rows["cli:torchrl-render"]["status"] == "pass"
 
 
+def test_console_scripts_run_side_by_side_and_none_outlives_its_row(tmp_path, monkeypatch):
+    """The cli rows start every ``--help`` at once (one torchrl import of waiting, not one per
+    row); a missing script fails naming the install, and one still running when its row times
+    out is killed, not left behind."""
+    for name, seconds in (("a-cli", 2), ("b-cli", 2), ("slow-cli", 60)):
+        (tmp_path / name).write_text(f"#!{sys.executable}\nimport time\ntime.sleep({seconds})\n")
+        (tmp_path / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(env_check, "CLIS", ("a-cli", "b-cli", "slow-cli", "no-such-cli"))
+    monkeypatch.setattr(env_check, "CHECKS", [sr.Check(f"cli:{c}", lambda c=c: env_check.check_cli(c)) for c in env_check.CLIS])
+    report = sr.Report(str(SCRIPT), json_mode=True, timeout=3)
+    before = sr.child_processes()
+    env_check.run_checks(SimpleNamespace(device="cpu"), report)
+    rows = {c.name: c for c in report.checks}
+    a, b = rows["cli:a-cli"], rows["cli:b-cli"]
+    # b ran while a's row waited: its own row waits for less than half of a's
+    assert a.status == b.status == "pass" and b.seconds < a.seconds / 2, (a, b)
+    assert rows["cli:slow-cli"].status == "fail" and "still running after 3 s" in rows["cli:slow-cli"].detail
+    missing = rows["cli:no-such-cli"]
+    assert missing.status == "fail" and "no-such-cli not found" in missing.detail and "pip install torchrl" in missing.detail
+    assert sr.leftover_processes(before, grace=5.0) == {} and env_check._CLI_RUNS == {}
+
+
 def test_broken_extension_fails_naming_symbol_and_fix(tmp_path):
     proc = run_python(["-c", BREAK_EXTENSION, str(SCRIPT), "--json"], cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
