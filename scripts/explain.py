@@ -179,6 +179,9 @@ def explain_lines(name: str, versions: dict) -> tuple[bool | None, list[str]]:
     lines += fx.wrap("doc", fx.first_paragraph(obj))
     for group in fx.parameter_groups(obj):
         lines += fx.wrap("parameters", group)
+    methods = fx.own_methods(obj)
+    if methods:
+        lines += fx.wrap("methods it adds", ", ".join(methods))
     for backend in fx.backends_used(obj):
         lines += fx.wrap("its module uses the optional", backend)
     try:

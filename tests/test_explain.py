@@ -198,6 +198,22 @@ def test_builtin_transforms_report_what_they_touch():
 
 
 # ---------------------------------------------------------------------------- other kinds
+def test_methods_a_class_adds_are_listed_from_the_live_class():
+    """VecNormV2 adds freeze/frozen_copy (what evaluation-envs.md's fix calls); the methods it
+    overrides (forward, _step) and what its bases define (load_state_dict) are not repeated,
+    and a class that adds nothing public gets no line."""
+    from torchrl.envs import GymEnv, Transform, VecNormV2
+
+    added = fx.own_methods(VecNormV2)
+    assert {"freeze()", "unfreeze()", "frozen_copy()"} <= set(added), added
+    assert not [m for m in added if m.split("(")[0] in ("forward", "load_state_dict", "transform_observation_spec")]
+    assert all(callable(getattr(VecNormV2, m.split("(")[0])) for m in added)
+    assert not [m for m in fx.own_methods(Transform) if m.split("(")[0] in vars(torch.nn.Module)]
+    assert fx.own_methods(GymEnv) == [] and fx.own_methods(VecNormV2.freeze) == []
+    text = lines("VecNormV2")
+    assert "methods it adds: freeze(), unfreeze(), frozen_copy()" in text and "methods it adds" not in lines("GymEnv")
+
+
 def test_collector_num_collectors_alone_builds_the_async_multi_collector():
     from torchrl.collectors import Collector
     from torchrl.testing.mocking_classes import ContinuousActionVecMockEnv

@@ -274,6 +274,31 @@ def parameter_groups(obj) -> list[str]:
 
 
 @functools.lru_cache(maxsize=None)
+def own_methods(obj) -> list[str]:
+    """``name(params)`` of the public methods a class adds to what its bases define (for
+    ``VecNormV2`` on 0.14.1: ``freeze()``, ``frozen_copy()``, ...), read from the live class
+    in definition order; overrides of a base's method (``forward``, ``_step``) are left out.
+    Empty for a non-class or a class that adds none."""
+    if not isinstance(obj, type):
+        return []
+    bases = obj.__mro__[1:]
+    found = []
+    for name, value in vars(obj).items():
+        func = value.__func__ if isinstance(value, (classmethod, staticmethod)) else value
+        if name.startswith("_") or isinstance(value, (type, property)) or not callable(func):
+            continue
+        if any(name in vars(base) for base in bases):
+            continue
+        try:
+            sig = _drop_self(inspect.signature(func)) if not isinstance(value, staticmethod) else inspect.signature(func)
+            params = ", ".join(p.name if p.default is p.empty else f"{p.name}=" for p in sig.parameters.values()
+                               if p.name != "cls")
+        except (TypeError, ValueError):
+            params = "..."
+        found.append(f"{name}({params})")
+    return found
+
+
 def _optional_dists() -> tuple[str, ...]:
     """torchrl's optional dependencies: the dists its metadata lists under an extra."""
     try:
