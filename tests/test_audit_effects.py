@@ -22,7 +22,7 @@ from conftest import BUNDLE, FIXTURES, rows, run_main
 
 EFFECTS = FIXTURES / "audit" / "effects"
 REFERENCE = FIXTURES / "audit" / "reference"
-ROWS = ["env-actions", "action-bounds", "policy-distribution", "non-finite", "grad-norms", "value-range", "reward-variety"]
+ROWS = ["env-actions", "action-bounds", "policy-distribution", "policy-update", "non-finite", "grad-norms", "value-range", "reward-variety"]
 
 
 @functools.lru_cache(maxsize=None)
@@ -102,6 +102,47 @@ def test_policy_distribution_broken_and_fixed(variant, says):
     assert "not judged" not in detail, detail
 
 
+@pytest.mark.parametrize("variant, says", [
+    ("broadcast", [r"median correlation -?0\.0\d", "broadcasts to \\[B, B\\]", "pytorch/rl#1243", r"log-probs taken at train\.py:\d+ in policy_term"]),
+    ("sign", [r"median correlation -1\.00", "its sign is flipped"]),
+])
+def test_policy_update_fails_a_broadcast_or_flipped_surrogate_and_passes_the_fix(variant, says):
+    """A hand-written PPO surrogate (tests/fixtures/audit/effects/policy_update/train.py): the
+    [B] x [B, 1] broadcast weights every step alike (pytorch/rl#1243's class), the flipped
+    sign against the advantage; the fixed twin weights each log-prob by its advantage."""
+    import re
+
+    target = EFFECTS / "policy_update" / "train.py"
+    got, detail = row(target, "policy-update", "--max-frames", "2048", "--", "--variant", variant)
+    assert got == "fail" and all(re.search(pattern, detail) for pattern in says), detail
+    expect(target, "policy-update", "pass", "--max-frames", "2048", "--", "--variant", variant, "--fixed",
+           says=["median correlation 1.00", "each step's log-prob is weighted by its advantage"])
+
+
+def test_policy_update_reads_a2c_advantages_from_the_tensordict_the_loss_was_called_with():
+    # A2CLoss hands its actor only the actor's keys: without the loss's input the row would SKIP
+    expect(EFFECTS / "policy_update" / "train.py", "policy-update", "pass", "--max-frames", "1024", "--", "--a2c",
+           says=["median correlation 1.00", "log-probs taken at train.py:"])
+
+
+def test_policy_update_judges_on_enough_backward_passes_and_counts_uniform_weights_as_none():
+    from _audit import evidence
+
+    def judge(calls, constant=0):
+        return _judge("e_policy_update", {"calls": [(i, c, 128) for i, c in enumerate(calls)], "constant": constant,
+                                          "sites": {"train.py:36 in policy_term": len(calls)}})
+
+    assert "over 3 backward passes" in judge([0.9, 1.0, 0.95])
+    with pytest.raises(sr.CheckFailed, match="2 of them weighting every step alike"):
+        judge([0.9], constant=2)  # every step weighted alike has no correlation: counted as 0
+    with pytest.raises(sr.CheckFailed, match="sign is flipped"):
+        judge([-0.9, -1.0, 0.2])
+    with pytest.raises(evidence.Short, match=r"2 backward passes .* \(needs 3\)"):
+        judge([1.0, 1.0])
+    with pytest.raises(sr.CheckSkipped, match="advantage-based loss"):
+        _judge("e_policy_update", {})
+
+
 def test_non_finite_names_the_first_step_and_tensor_and_passes_the_epsilon():
     path = EFFECTS / "non_finite"
     expect(path / "broken.py", "non-finite", "fail",
@@ -148,7 +189,9 @@ SILENT = {
     "dqn.py": ("--max-frames", "2000"),
     "td3.py": ("--max-frames", "1000"),
 }
-NOTHING_TO_MEASURE = {"dqn.py": {"action-bounds", "policy-distribution"}, "td3.py": {"policy-distribution"}}
+# policy-update: SAC, DQN and TD3 weight no log-prob by an advantage
+NOTHING_TO_MEASURE = {"dqn.py": {"action-bounds", "policy-distribution", "policy-update"},
+                      "td3.py": {"policy-distribution", "policy-update"}, "sac.py": {"policy-update"}}
 
 
 @pytest.mark.parametrize("script", sorted(SILENT))
@@ -173,6 +216,7 @@ def test_effect_monitors_never_fail_the_bundled_recipes_and_skip_with_counts(tar
         assert got["reward-variety"] == ("skip", f"too few rewards: Collector ('next', 'reward'): 256 rewards, fewer than 500{more}")
         assert got["grad-norms"][0] == "skip" and "actor_network_params 8" in got["grad-norms"][1] and "(needs 10)" in got["grad-norms"][1]
         assert got["policy-distribution"][0] == "pass" and "on 256 of 256 checked steps" in got["policy-distribution"][1]
+        assert got["policy-update"][0] == "pass" and "over 8 backward passes" in got["policy-update"][1]
         assert got["non-finite"] == ("pass", "8 loss calls, gradients on 8 and parameters on 8 of 8 optimizer steps "
                                              "(each of the first 100, then every 10th) checked: all finite")
     else:  # a wiring to check (one env.rollout of 64 steps, no optimizer step): exit 5, nothing audited

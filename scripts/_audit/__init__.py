@@ -38,6 +38,7 @@ EFFECTS = [
     "e_env_actions",
     "e_action_bounds",
     "e_policy_distribution",
+    "e_policy_update",
     "e_non_finite",
     "e_grad_norms",
     "e_value_range",

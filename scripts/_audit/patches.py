@@ -41,6 +41,7 @@ def _state():
         _local.active = set()
         _local.env_depth = 0
         _local.loss_stack = []
+        _local.loss_inputs = []  # the TensorDict each running loss was called with (e_policy_update reads it)
         _local.extend_depth = 0
     return _local
 
@@ -152,12 +153,14 @@ def install(hub) -> None:
 
     @functools.wraps(base_call)
     def loss_call(self, *args, **kwargs):
-        stack = st().loss_stack
+        stack, inputs = st().loss_stack, st().loss_inputs
         stack.append(self)
+        inputs.append(args[0] if args else kwargs.get("tensordict"))
         try:
             out = base_call(self, *args, **kwargs)
         finally:
             stack.pop()
+            inputs.pop()
         if not stack and args:
             hub.emit("loss_forward", self, args[0], out)
         return out
