@@ -273,7 +273,6 @@ def parameter_groups(obj) -> list[str]:
     return [f"{g}: {', '.join(groups[g])}" for g in order if g in groups]
 
 
-@functools.lru_cache(maxsize=None)
 def own_methods(obj) -> list[str]:
     """``name(params)`` of the public methods a class adds to what its bases define (for
     ``VecNormV2`` on 0.14.1: ``freeze()``, ``frozen_copy()``, ...), read from the live class
@@ -299,6 +298,7 @@ def own_methods(obj) -> list[str]:
     return found
 
 
+@functools.lru_cache(maxsize=None)
 def _optional_dists() -> tuple[str, ...]:
     """torchrl's optional dependencies: the dists its metadata lists under an extra."""
     try:
