@@ -22,7 +22,7 @@ from conftest import BUNDLE, FIXTURES, rows, run_main
 
 EFFECTS = FIXTURES / "audit" / "effects"
 REFERENCE = FIXTURES / "audit" / "reference"
-ROWS = ["env-actions", "action-bounds", "policy-distribution", "policy-update", "non-finite", "grad-norms", "value-range", "reward-variety"]
+ROWS = ["env-actions", "action-bounds", "policy-distribution", "policy-update", "replay-rows", "non-finite", "grad-norms", "value-range", "reward-variety"]
 
 
 @functools.lru_cache(maxsize=None)
@@ -143,6 +143,17 @@ def test_policy_update_judges_on_enough_backward_passes_and_counts_uniform_weigh
         _judge("e_policy_update", {})
 
 
+@pytest.mark.parametrize("fix", ["--fixed", "--no-cursor"])
+def test_replay_rows_fails_a_length_grown_by_storage_set_and_passes_writes_that_keep_it(fix):
+    """tests/fixtures/audit/effects/replay_rows/train.py: a per-row count written back with
+    rb.storage.set(index, ...) grows the length (set_cursor=True), so samples draw unwritten
+    rows (pytorch/rl#2209's use); rb[index] = ... and set_cursor=False keep it."""
+    target = EFFECTS / "replay_rows" / "train.py"
+    expect(target, "replay-rows", "fail", says=["sampled rows lie at or past the 1000 rows its writer wrote",
+                                                "storage.set(index, data) at train.py:", "set_cursor=False"])
+    expect(target, "replay-rows", "pass", "--", fix, says=["100 samples (6400 rows) all within the 1000 rows written"])
+
+
 def test_non_finite_names_the_first_step_and_tensor_and_passes_the_epsilon():
     path = EFFECTS / "non_finite"
     expect(path / "broken.py", "non-finite", "fail",
@@ -191,7 +202,8 @@ SILENT = {
 }
 # policy-update: SAC, DQN and TD3 weight no log-prob by an advantage
 NOTHING_TO_MEASURE = {"dqn.py": {"action-bounds", "policy-distribution", "policy-update"},
-                      "td3.py": {"policy-distribution", "policy-update"}, "sac.py": {"policy-update"}}
+                      "td3.py": {"policy-distribution", "policy-update"}, "sac.py": {"policy-update"},
+                      "ppo.py": {"replay-rows"}}  # replay-rows: PPO's buffer of one batch is written whole each time
 
 
 @pytest.mark.parametrize("script", sorted(SILENT))

@@ -39,6 +39,7 @@ EFFECTS = [
     "e_action_bounds",
     "e_policy_distribution",
     "e_policy_update",
+    "e_replay_rows",
     "e_non_finite",
     "e_grad_norms",
     "e_value_range",
