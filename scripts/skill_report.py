@@ -216,11 +216,10 @@ class Report:
                     detail, value = out.detail, out.value
                 else:
                     detail = out or ""
-            except _user_code.TimeLimitExceeded as err:
+            except (CheckFailed, _user_code.TimeLimitExceeded) as err:
                 status, detail = "fail", str(err)
-                self.timed_out.add(name)
-            except CheckFailed as err:
-                status, detail = "fail", str(err)
+                if isinstance(err, _user_code.TimeLimitExceeded):
+                    self.timed_out.add(name)
             except CheckSkipped as err:
                 status, detail = "skip", str(err)
             except BackendMissing as err:

@@ -60,11 +60,8 @@ def install(hub) -> None:
     state = {"keys": {"advantage"}, "seen": 0, "calls": [], "constant": 0, "sites": {}}
 
     def advantage_of(td):
-        for key in state["keys"]:
-            value = td.get(key, None) if hasattr(td, "get") else None
-            if torch.is_tensor(value):
-                return key, value
-        return None, None
+        values = (td.get(key, None) for key in state["keys"]) if hasattr(td, "get") else ()
+        return next((v for v in values if torch.is_tensor(v)), None)
 
     def record(grad, advantage, site):
         rows = advantage.shape[0]
@@ -76,23 +73,21 @@ def install(hub) -> None:
             state["constant"] += 1
             return
         state["calls"].append((hub.meta["optimizer_steps"], round(corr, 4), rows))
-        state["sites"].setdefault(site, 0)
-        state["sites"][site] += 1
+        state["sites"][site] = state["sites"].get(site, 0) + 1
 
     def after_get_dist(module, args, kwargs, dist):
         td = args[0] if args else kwargs.get("tensordict")
-        if td is None or not torch.is_grad_enabled() or getattr(dist, "_audit_policy_update", False):
+        if (not getattr(td, "batch_dims", 0) or not torch.is_grad_enabled()
+                or getattr(dist, "_audit_policy_update", False)):
             return
-        source = td
-        key, advantage = advantage_of(td)
-        if advantage is None and td.batch_dims and _state().loss_inputs:
+        source, advantage = td, advantage_of(td)
+        if advantage is None and _state().loss_inputs:
             # a loss that hands its actor only the actor's keys (A2CLoss selects them): the advantage
             # and the action are in the TensorDict the loss was called with, row for row
             outer = _state().loss_inputs[-1]
-            if hasattr(outer, "batch_size") and outer.batch_size == td.batch_size:
-                source = outer
-                key, advantage = advantage_of(outer)
-        if advantage is None or not td.batch_dims:
+            if getattr(outer, "batch_size", None) == td.batch_size:
+                source, advantage = outer, advantage_of(outer)
+        if advantage is None:
             return
         rows = td.batch_size.numel()
         if advantage.numel() % rows:

@@ -56,15 +56,14 @@ def install(hub) -> None:
     def on_sample(rb, _args, _kwargs, out):
         storage, writer = getattr(rb, "_storage", None), getattr(rb, "_writer", None)
         written = getattr(writer, "_write_count", None)
-        if not isinstance(storage, TensorStorage) or not isinstance(written, int) or written >= storage.max_size:
+        if (not isinstance(storage, TensorStorage) or storage.ndim != 1 or not isinstance(written, int)
+                or written >= storage.max_size):
             return
         info = out[1] if isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], dict) else {}
         index = info.get("index", None)
         if not torch.is_tensor(index) or index.ndim == 0:
             return
-        index = index.reshape(-1) if storage.ndim == 1 else None
-        if index is None:
-            return
+        index = index.reshape(-1)
         buf = buffers.setdefault(id(rb), {"cls": type(rb).__name__, "storage": type(storage).__name__, "samples": 0,
                                           "rows": 0, "beyond": 0, "written": 0, "length": 0, "sid": id(storage)})
         buf["samples"] += 1
