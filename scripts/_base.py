@@ -115,3 +115,27 @@ def bundle_text(verified_on=()) -> None:
     """Record that the row being built quotes the bundle's own text, verified on the torchrl
     releases ``verified_on`` (empty: on the verified stack only)."""
     BUNDLE_TEXT_READS.append(tuple(verified_on))
+
+
+# The evidence the running check counted for the property it declares (skill_report.Check's
+# ``proves``): one (count, unit) per call of :func:`evidence`. Here, not in skill_report, so
+# that the private helpers that do a check's counting (they import _base) can record it.
+EVIDENCE: list[tuple[int, str]] = []
+
+
+def evidence(count, unit: str = "") -> int:
+    """Count ``count`` items of evidence for the property the running check proves.
+
+    ``count``: how many independent items the property was checked on (steps compared with a
+    reference, rows read back, workers seen, files scanned); an int, a bool or a 0-d tensor,
+    at least 0. ``unit``: what was counted, plural ("steps compared"), shown when the total is
+    zero. Calls add up over one check. A check declaring ``proves=`` whose total is 0 is not
+    a PASS: ``skill_report.Report`` records it as a SKIP naming the property and the missing
+    evidence. Returns ``count`` as an int, so the call can sit inside an expression
+    (``f"{evidence(len(rows), 'rows')} rows"``). Raises ValueError on a negative count.
+    """
+    n = int(count)
+    if n < 0:
+        raise ValueError(f"evidence count must be >= 0, got {n}")
+    EVIDENCE.append((n, unit))
+    return n

@@ -83,7 +83,7 @@ def script_rows(path: Path, versions: dict | None = None) -> list[sr.CheckResult
         sub.add("cannot-run", "fail", "the script refused to run (see the line on stderr)")
     except Exception as err:  # a broken script is that script's failure, not the runner's
         sub.add("script-error", "fail", sr.first_line(err), time.perf_counter() - start)
-    return [sr.CheckResult(f"{prefix}{c.name}", c.status, c.seconds, c.detail) for c in sub.checks]
+    return [sr.CheckResult(f"{prefix}{c.name}", c.status, c.seconds, c.detail, c.proves, c.evidence) for c in sub.checks]
 
 
 def run_script(path: Path, into: sr.Report) -> None:

@@ -5,13 +5,14 @@ format. A script declares its checks as data and reads top to bottom::
 
     def check_rollout(args):                        # a check: returns the pass detail,
         td = make_env().rollout(args.steps)         # or Passed(detail, value) to hand a
-        return sr.Passed(f"batch {td.shape}", td)   # value to later checks
+        sr.evidence(td.numel(), "steps")            # value to later checks; it counts the
+        return sr.Passed(f"batch {td.shape}", td)   # evidence for what it proves
 
     def check_buffer(rollout):                      # takes that value by parameter name
         ...
 
     CHECKS = [
-        sr.Check("core:rollout", check_rollout, gives="rollout"),
+        sr.Check("core:rollout", check_rollout, gives="rollout", proves="the env steps"),
         sr.Check("core:buffer", check_buffer),
         sr.Check("cli:rlrender", check_cli, flag="check_cli"),   # runs only with --check-cli
     ]
@@ -33,12 +34,19 @@ format. A script declares its checks as data and reads top to bottom::
 Statuses: ``pass``; ``fail`` (the check ran and found a fault; exit 1); ``skip`` (not
 asked for, cannot run here, or a check it needs did not pass); ``missing`` (an optional
 backend is not installed; never fails the run). Ctrl-C ends a script with exit 130.
+
+Evidence: a check declares the property it proves (``Check(..., proves="...")``) and counts
+the items it checked that property on (``sr.evidence(n, "unit")``, from the check or any
+helper it calls: ``_base.evidence``). A PASS whose count is 0 (an empty rollout, a zero-length
+batch, a file with nothing to check) is recorded as a SKIP naming the property and what was
+missing; the JSON row carries ``proves`` and ``evidence`` (the count; null when undeclared).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import importlib.metadata
 import importlib.util
 import inspect
@@ -57,8 +65,9 @@ from typing import Any, Callable, Iterator
 import _user_code  # noqa: E402
 from _base import (  # noqa: E402,F401
     AREAS, BUNDLE_ROOT, EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_INTERRUPTED, EXIT_NOTHING_AUDITED, EXIT_OK, BackendMissing, CannotRun, CheckFailed,
-    CheckSkipped, Terminated, cannot_run, first_line, next_key, one_line, stop_on_termination,
+    CheckSkipped, Terminated, cannot_run, evidence, first_line, next_key, one_line, stop_on_termination,
 )
+import _base  # noqa: E402  (its EVIDENCE list is the running check's count)
 from _cli import EXIT_CODES_HELP, add_device_flag, add_timeout_flag, int_at_least, make_parser, number_above  # noqa: E402,F401
 from _processes import child_processes, leftover_processes  # noqa: E402,F401
 from _stack import SUPPORTED, VERIFIED, installed_version, plain_torchrl_logs, require_stack, stack_versions  # noqa: E402,F401
@@ -70,12 +79,19 @@ SCHEMA_PATH = BUNDLE_ROOT / "scripts" / "report.schema.json"
 
 @dataclass
 class CheckResult:
-    """One row of the report; ``seconds`` is wall time of the check."""
+    """One row of the report; ``seconds`` is wall time of the check.
+
+    ``proves``: the property the check declared (``Check.proves``), None when undeclared;
+    ``evidence``: how many items it counted for that property (``evidence``), None when
+    nothing was counted.
+    """
 
     name: str
     status: str
     seconds: float
     detail: str
+    proves: str | None = None
+    evidence: int | None = None
 
 
 @dataclass(frozen=True)
@@ -94,12 +110,17 @@ class Check:
     (``args=args``, ...) plus the value of every earlier check that ``gives`` a name.
     ``flag``: an ``args`` attribute that must be truthy, else the check is skipped as
     "not asked for (pass --flag)".
+    ``proves``: the property a PASS of this check stands for, in words ("every step's reward
+    equals the reference's"); the check counts its evidence with :func:`evidence`, and a PASS
+    on a count of 0 becomes a SKIP (:meth:`Report.add`). None: not declared yet
+    (tests/test_evidence_sweep.py lists each such check by name).
     """
 
     name: str
     fn: Callable[..., Any]
     gives: str | None = None
     flag: str | None = None
+    proves: str | None = None
 
 
 def print_row(c: CheckResult) -> None:
@@ -159,12 +180,21 @@ class Report:
         except ValueError:
             return path.name
 
-    def add(self, name: str, status: str, detail: str = "", seconds: float = 0.0) -> CheckResult:
-        """Record a result directly (e.g. a backend probe that needs no try block)."""
+    def add(self, name: str, status: str, detail: str = "", seconds: float = 0.0, proves: str | None = None,
+            evidence: int | None = None) -> CheckResult:
+        """Record a result directly (e.g. a backend probe that needs no try block).
+
+        ``proves`` and ``evidence``: the property the row stands for and the items counted for
+        it (:class:`Check`). A ``pass`` that declares ``proves`` on no evidence (None or 0) is
+        recorded as ``skip``: "no evidence for <proves>: 0 <what was counted>".
+        """
         if status not in ("pass", "fail", "skip", "missing"):
             raise ValueError(f"unknown status {status!r}")
+        if status == "pass" and proves and not evidence:
+            status, detail = "skip", no_evidence_detail(proves, evidence, detail)
         # a row quoting the bundle's text (sr.bundle_text) off the line it was verified on says so
-        result = CheckResult(name, status, round(float(seconds), 3), one_line(detail) + take_unverified_mark())
+        result = CheckResult(name, status, round(float(seconds), 3), one_line(detail) + take_unverified_mark(),
+                             proves, evidence if evidence is None else int(evidence))
         self.checks.append(result)
         if not self.json_mode:
             print_row(result)
@@ -197,21 +227,32 @@ class Report:
             yield
 
     def run(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Run ``fn(*args, **kwargs)`` as one check and return the value it hands on.
+        """Run ``fn(*args, **kwargs)`` as one check and return the value it hands on
+        (:meth:`run_check` with no declared property)."""
+        return self.run_check(name, fn, None, args, kwargs)
+
+    def run_check(self, name: str, fn: Callable[..., Any], proves: str | None, args: tuple = (),
+                  kwargs: dict | None = None) -> Any:
+        """Run ``fn(*args, **kwargs)`` as one check proving ``proves`` (None: undeclared) and
+        return the value it hands on.
 
         ``fn`` returns the pass detail (a str), or :class:`Passed` (detail and value); it
         raises :class:`CheckFailed`, :class:`CheckSkipped` or :class:`BackendMissing` to set
         the status; any other exception is a ``fail`` whose detail is its type, first line
         and the user-code line that raised it (never a traceback). Returns
         ``Passed.value`` when the check passed, else None; the row is ``self.result(name)``.
+        What ``fn`` counts with :func:`evidence` is the row's ``evidence``; a declared
+        property on a count of 0 makes a PASS a SKIP (:meth:`add`) and hands nothing on.
         """
         start = time.perf_counter()
         status, detail, value = "pass", "", None
         clear_bundle_text()
+        outer = _base.EVIDENCE[:]  # a check run inside another check keeps its own count
+        _base.EVIDENCE.clear()
         with self.quiet_stdout():
             try:
                 with _user_code.time_limit(self.timeout, f"check {name}"):
-                    out = fn(*args, **kwargs)
+                    out = fn(*args, **(kwargs or {}))
                 if isinstance(out, Passed):
                     detail, value = out.detail, out.value
                 else:
@@ -239,13 +280,19 @@ class Report:
                 absent = _absent_feature(_chained(err, (ImportError, AttributeError, TypeError)))
                 if absent:  # an older torchrl line lacks what the check exercises: it cannot run here
                     status, detail = "skip", absent
-        self.add(name, status, detail, time.perf_counter() - start)
-        return value
+            finally:
+                counted = _base.EVIDENCE[:]
+                _base.EVIDENCE[:] = outer
+        total = sum(n for n, _ in counted) if counted else None
+        if status == "pass" and proves and not total:
+            status, detail = "skip", no_evidence_detail(proves, total, detail, [u for _, u in counted])
+        self.add(name, status, detail, time.perf_counter() - start, proves, total)
+        return value if status == "pass" else None
 
     def extend(self, other: "Report", prefix: str) -> None:
         """Append another report's rows, names prefixed (used by the all-checks runner)."""
         for c in other.checks:
-            self.checks.append(CheckResult(f"{prefix}{c.name}", c.status, c.seconds, c.detail))
+            self.checks.append(dataclasses.replace(c, name=f"{prefix}{c.name}"))
 
     def summary(self) -> dict[str, int]:
         counts = {"pass": 0, "fail": 0, "skip": 0, "missing": 0}
@@ -283,6 +330,14 @@ class Report:
             )
         sys.stdout.flush()
         return EXIT_OK if self.ok else (EXIT_NOTHING_AUDITED if empty else EXIT_FAIL)
+
+
+def no_evidence_detail(proves: str, evidence: int | None, detail: str = "", units: list[str] = ()) -> str:
+    """The SKIP detail of a PASS on no evidence: the property, what was counted (0 of
+    ``units``) or that nothing was, then the check's own pass detail in brackets."""
+    what = ", ".join(dict.fromkeys(u or "items" for u in units)) or "items"
+    counted = "the check counted no evidence" if evidence is None else f"0 {what}"
+    return f"no evidence for '{proves}': {counted}, nothing was checked" + (f" (it said: {detail})" if detail else "")
 
 
 def check_params(check: Check) -> list[str]:
@@ -324,21 +379,21 @@ def run_declared(checks: list[Check], report: Report, **namespace: Any) -> dict[
     hung: dict[str, str] = {}  # given value -> the check that timed out holding it
     for check in checks:
         if check.flag and not getattr(args, check.flag, False):
-            report.add(check.name, "skip", f"not asked for (pass --{check.flag.replace('_', '-')})")
+            report.add(check.name, "skip", f"not asked for (pass --{check.flag.replace('_', '-')})", proves=check.proves)
             continue
         absent = [p for p in check_params(check) if p not in namespace]
         if absent:
             missing = ", ".join(f"{p} from {givers.get(p, '?')}" for p in absent)
-            report.add(check.name, "skip", f"not run: needs {missing}, which did not pass")
+            report.add(check.name, "skip", f"not run: needs {missing}, which did not pass", proves=check.proves)
             continue
         params = inspect.signature(check.fn).parameters
         kwargs = {name: namespace[name] for name in params if name in namespace}
         held = [p for p in kwargs if p in hung]
         if held:
             report.add(check.name, "skip", f"not run: {hung[held[0]]} timed out inside {held[0]} (its state is "
-                                           "unknown after the interrupt; fix that hang first)")
+                                           "unknown after the interrupt; fix that hang first)", proves=check.proves)
             continue
-        value = report.run(check.name, check.fn, **kwargs)
+        value = report.run_check(check.name, check.fn, check.proves, kwargs=kwargs)
         if check.name in report.timed_out:
             hung.update({p: check.name for p in kwargs if p in givers})
         if check.gives and report.checks[-1].status == "pass":
@@ -365,6 +420,7 @@ def optional_backend(dist: str, module: str | None = None, install: str = "") ->
     version = installed_version(dist)
     if spec is None:
         raise BackendMissing(f"{dist} not installed; install: {install or 'pip install ' + dist}")
+    evidence(1, "import specs found")
     return f"{dist} {version or '(version unknown)'}"
 
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import time
 
+import jsonschema
 import pytest
 import skill_report as sr
 from _user_code import TimeLimitExceeded
+
+SCHEMA = json.loads(sr.SCHEMA_PATH.read_text())
 
 
 def _reraised_by_compiled_code(exc_type):
@@ -153,7 +157,7 @@ def test_no_mark_on_a_line_the_entry_was_verified_on(monkeypatch, verified_on, i
 
 def test_helpers_import_in_one_direction():
     """_base at the bottom (imports no bundle module), the helpers above it, skill_report on
-    top: no helper imports skill_report, even inside a function (issue 22)."""
+    top: no helper imports skill_report, even inside a function."""
     import ast
 
     from conftest import BUNDLE
@@ -195,3 +199,87 @@ def test_sigterm_becomes_terminated_and_an_ignored_sighup_stays_ignored():
     finally:
         for sig, handler in saved.items():
             signal.signal(sig, handler)
+
+
+# --- evidence: a declared property passes only on counted evidence -------------------------
+
+def _counting(n, unit="steps compared"):
+    def check():
+        sr.evidence(n, unit)
+        return sr.Passed(f"checked {n}", "value")
+    return check
+
+
+def test_a_declared_property_on_zero_evidence_is_a_skip_naming_it_and_hands_nothing_on():
+    report = sr.Report("x.py", json_mode=True)
+    namespace = sr.run_declared([sr.Check("empty", _counting(0), gives="v", proves="rewards match the reference"),
+                                 sr.Check("later", lambda v: "ran")], report)
+    row = report.result("empty")
+    assert row.status == "skip" and "no evidence for 'rewards match the reference'" in row.detail, row.detail
+    assert "0 steps compared" in row.detail and "checked 0" in row.detail
+    assert (row.proves, row.evidence) == ("rewards match the reference", 0)
+    assert "v" not in namespace and report.result("later").status == "skip"
+
+
+def test_a_declared_property_that_counts_nothing_is_a_skip():
+    report = sr.Report("x.py", json_mode=True)
+    sr.run_declared([sr.Check("silent", lambda: "looks fine", proves="the env steps")], report)
+    row = report.result("silent")
+    assert row.status == "skip" and "counted no evidence" in row.detail and row.evidence is None
+
+
+def test_counted_evidence_passes_adds_up_and_reaches_the_json_row():
+    def twice():
+        sr.evidence(3, "rows")
+        sr.evidence(True, "rows")  # a bool or 0-d tensor counts as an int
+        return "ok"
+
+    report = sr.Report("x.py", json_mode=True)
+    sr.run_declared([sr.Check("rows", twice, proves="rows read back equal what was written")], report)
+    row = report.as_dict()["checks"][0]
+    assert (row["status"], row["evidence"], row["proves"]) == ("pass", 4, "rows read back equal what was written")
+    jsonschema.validate(report.as_dict(), SCHEMA)
+
+
+def test_a_failure_stays_a_failure_and_undeclared_checks_keep_their_status():
+    def fails():
+        sr.evidence(0)
+        raise sr.CheckFailed("broken")
+
+    report = sr.Report("x.py", json_mode=True)
+    sr.run_declared([sr.Check("f", fails, proves="p"), sr.Check("legacy", lambda: "ok")], report)
+    assert report.result("f").status == "fail"
+    assert (report.result("legacy").status, report.result("legacy").proves) == ("pass", None)
+
+
+def test_a_nested_check_keeps_its_own_count():
+    report = sr.Report("x.py", json_mode=True)
+
+    def outer():
+        sr.evidence(2, "outer items")
+        report.run_check("inner", _counting(0), "inner property")
+        return "ok"
+
+    report.run_check("outer", outer, "outer property")
+    assert report.result("inner").status == "skip" and report.result("outer").evidence == 2
+
+
+def test_negative_evidence_is_a_defect_of_the_check():
+    report = sr.Report("x.py", json_mode=True)
+    report.run_check("neg", _counting(-1), "p")
+    assert report.result("neg").status == "fail" and "must be >= 0" in report.result("neg").detail
+
+
+def test_the_schema_rejects_a_pass_on_zero_evidence_for_a_declared_property():
+    report = sr.Report("x.py", json_mode=True)
+    report.add("forged", "pass", "ok")
+    doc = report.as_dict()
+    doc["checks"][0].update(proves="p", evidence=0)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(doc, SCHEMA)
+
+
+def test_a_direct_pass_row_with_a_property_and_no_evidence_is_a_skip():
+    report = sr.Report("x.py", json_mode=True)
+    assert report.add("direct", "pass", "fine", proves="p", evidence=0).status == "skip"
+    assert report.add("direct2", "pass", "fine", proves="p", evidence=2).status == "pass"
