@@ -1,4 +1,4 @@
-"""Measure what the run-time auditor costs a training run (issue 19: at most 1.15x).
+"""Measure what the run-time auditor costs a training run (CONTRIBUTING.md, "Budgets": at most 1.15x).
 
 Runs each workload of benchmarks/audit_workloads/ three ways, round-robin (every command
 once per round, so a load that comes and goes slows them alike), each a fresh process:

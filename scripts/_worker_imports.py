@@ -7,7 +7,7 @@ reference (module and name) and a lambda or local function by value. A module lo
 under a name no folder on sys.path provides (``importlib.util.spec_from_file_location``
 with a name of one's own) is in this process's ``sys.modules`` but not importable there.
 :func:`unimportable_in_workers` reads the pickle without running it and names those
-modules, so a checker can say so before it starts any worker (issue 20).
+modules, so a checker can say so before it starts any worker.
 """
 
 from __future__ import annotations

@@ -709,7 +709,7 @@ def check_commands(md: Path, root: Path = BUNDLE) -> list[str]:
 def check_skill_dir_commands(md: Path, root: Path = BUNDLE) -> list[str]:
     """A command naming a bundled script is written ``python $SKILL_DIR/<bundle path>``:
     an agent runs it from the user's project, not from the bundle (CONTRIBUTING.md,
-    "SKILL.md files"; issue 16 item 9)."""
+    "SKILL.md files")."""
     problems = []
     for script, _, line, uses_skill_dir in commands(md):
         path = _command_script(md, script, uses_skill_dir, root)

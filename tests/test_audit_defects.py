@@ -1,4 +1,4 @@
-"""The auditor's defects of issue 19, each reproduced by a real audited run (written before
+"""The auditor's defects found in its review, each reproduced by a real audited run (written before
 its fix, seen failing) beside its nearest correct case: a PASS is a proof, a run that
 trained nothing is not OK.
 

@@ -113,7 +113,7 @@ def test_broken_extension_fails_naming_symbol_and_fix(tmp_path):
 
 def test_missing_required_dependency_fails_naming_it_and_the_pip_command(run_without, tmp_path):
     # hoptorch is a required dependency of torchrl 0.14.1 that `import torchrl` does not
-    # need: a --no-deps install leaves it out silently (issue 16, item 10).
+    # need: a --no-deps install leaves it out silently.
     proc = run_without(["hoptorch"], [str(SCRIPT), "--json"], cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr[-2000:]
     rows = _by_name(json.loads(proc.stdout))
@@ -182,7 +182,7 @@ def torch_213_venv(tmp_path_factory) -> SimpleNamespace:
 @pytest.mark.slow
 @pytest.mark.xdist_group("torch-2.13-venv")
 def test_venv_with_only_torch_exits_2_in_one_line(torch_213_venv, tmp_path):
-    # issue 16 item 2: the helper must not import packaging (or anything but the standard
+    # the helper must not import packaging (or anything but the standard
     # library) before it can say that tensordict/torchrl are missing.
     proc = subprocess.run([torch_213_venv.python, str(SCRIPT)], capture_output=True, text=True,
                           cwd=tmp_path, env=torch_213_venv.env, timeout=300)
@@ -300,7 +300,7 @@ def test_install_hint_reads_extras_from_metadata():
 
 
 def test_install_hint_never_offers_an_extra_that_downgrades():
-    # torchrl 0.14.1's gym-continuous extra pins gymnasium<1.0 (issue 16, item 10).
+    # torchrl 0.14.1's gym-continuous extra pins gymnasium<1.0.
     gym = env_check.install_hint("gymnasium")
     assert gym.startswith("pip install gymnasium (or torchrl[atari]);"), gym
     assert "torchrl[gym-continuous] pins gymnasium<1.0" in gym

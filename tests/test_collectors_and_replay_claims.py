@@ -1,5 +1,5 @@
 """Claims of collectors-and-replay/references/collectors.md, each shown on its case and on
-the nearest case it excludes (issue 20).
+the nearest case it excludes (the claims sweep, tests/README.md).
 
 MultiSyncCollector's ``cat_results``: the signature's default is None and 0.14.1's
 iterator treats None as "stack" (torchrl/collectors/_multi_sync.py); the reference said

@@ -99,7 +99,7 @@ def test_commands_reject_a_bundled_script_without_skill_dir():
 
 def test_a_script_whose_parser_breaks_fails_the_command_check():
     # doccheck.script_help raises instead of reporting "no flag": a broken script must
-    # fail the docs test that reads its --help (issue 15).
+    # fail the docs test that reads its --help, not look like a missing flag.
     with pytest.raises(RuntimeError, match="planted: this parser cannot be built"):
         dc.check_commands(FIX / "broken_help.md")
 

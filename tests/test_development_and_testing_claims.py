@@ -1,5 +1,5 @@
 """development-and-testing: error-index claims tried on the nearest cases their triggers did
-not run (issue 20). Both held; these tests keep the wider scope proven.
+not run (the claims sweep, tests/README.md). Both held; these tests keep the wider scope proven.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Every command a SKILL.md or reference tells the user to run (``python $SKILL_DIR/....py
 ...`` in bash blocks and inline code, as ``doccheck.commands`` reads them) runs here and
-succeeds: exit 0 on a known-good project (issue 20 item 3).
+succeeds: exit 0 on a known-good project.
 
 The commands run as written, from a user's project folder built once per module
 (:func:`project`): a file or folder a command names is there (``train.py``,

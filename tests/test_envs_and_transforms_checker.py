@@ -114,7 +114,7 @@ def test_check_env_specs_errors_are_mapped():
 
 
 def test_reset_output_names_missing_observation_key():
-    """Before issue 14 env:reset-output passed an env whose _reset left out the observation."""
+    """Once env:reset-output passed an env whose _reset left out the observation."""
     env = build("missing_reset_key")
     with pytest.raises(checker.EnvFault) as info:
         checker.check_reset(env)

@@ -1,5 +1,5 @@
 """Claims of envs-and-transforms (references and error-index entries), each shown on its case
-and on the nearest case it excludes (issue 20). The gymnasium board of
+and on the nearest case it excludes (the claims sweep, tests/README.md). The gymnasium board of
 tests/fixtures/envs/gym_board_flat_action.py uses its action: step() unpacks [row, col]
 and places a stone there, so a wrong action is seen, not only a wrong spec.
 """
@@ -132,7 +132,7 @@ def test_action_mask_shapes_each_spec_takes(name, mask_shape, works):
                                              ("MultiCategorical[3,2]", (6,)), ("MultiOneHot[3,2]", (6,))])
 def test_every_mask_shape_the_checker_offers_works(name, mask_shape):
     """The fix the checker prints ("it needs (...)") is a shape that works on that spec: an env
-    rebuilt with it rolls out and ActionMask keeps sampling (before issue 20 the checker could
+    rebuilt with it rolls out and ActionMask keeps sampling (before the claims sweep the checker could
     offer a shape that makes ActionMask raise)."""
     import re
 

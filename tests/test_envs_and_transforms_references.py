@@ -17,7 +17,7 @@ checker = load_module(f"{AREA}/check_user_env")
 
 
 def test_call_only_transform_skips_reset():
-    """Issue 14, false claim 1: a Transform overriding only _call (or only _apply_transform)
+    """A false claim, once in the references: a Transform overriding only _call (or only _apply_transform)
     changes the step output but not the reset output; adding _reset returning
     self._call(tensordict_reset) fixes it. The old sentence ("applies its transform to what
     the env outputs at reset and step") fails the first two asserts."""

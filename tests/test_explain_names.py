@@ -1,5 +1,5 @@
 """scripts/explain.py finds every public name of every public torchrl and tensordict
-module (scripts/_explain/index.py, issue 20 item 4): the index read from source equals
+module (scripts/_explain/index.py): the index read from source equals
 what the imported modules hold, every ``module.name`` and every short name resolves
 (or says which optional dependency its module needs), and each distinct object is
 explained with a signature. Ground truth here comes from importing the modules and
@@ -153,7 +153,7 @@ def test_every_short_name_resolves():
 
 
 def test_raycollector_is_found_from_a_fresh_cli():
-    """The command scaling-with-ray.md gives: exit 0, the import line, Ray's own module (issue 20 item 4)."""
+    """The command scaling-with-ray.md gives: exit 0, the import line, Ray's own module."""
     proc = run_python([str(BUNDLE / "scripts" / "explain.py"), "RayCollector", "--json"], timeout=300)
     import json
 

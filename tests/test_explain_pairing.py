@@ -1,5 +1,5 @@
 """``explain.py ProbabilisticActor`` (and a discrete distribution) states the installed
-pairing of distribution and action spec (scripts/_explain/pairing.py, issue 20), and the
+pairing of distribution and action spec (scripts/_explain/pairing.py), and the
 pairing is what a real env sees: a torch ``Categorical`` policy on GymEnv's default one-hot
 spec steps CartPole-v1 with action 0 every step while the rollout records the sampled
 actions; with ``categorical_action_encoding=True``, or with ``OneHotCategorical`` on the

@@ -1,6 +1,5 @@
-"""``explain.py --error`` never answers a generic message with one specific cause (issue 20
-item 4): a message torch, tensordict or Python raises for many callers (the index's
-``generic`` list) confirms an entry only with a distinctive text or a traceback frame the
+"""``explain.py --error`` never answers a generic message with one specific cause: a message
+torch, tensordict or Python raises for many callers (the index's ``generic`` list) confirms an entry only with a distinctive text or a traceback frame the
 entry names (``frames``); alone, it lists the candidates, each with the frame that tells
 it apart, and exits 1. Given a whole traceback, the torchrl/tensordict function that
 raised is explained and the frames rank the entries.
@@ -96,7 +95,7 @@ def test_masked_categorical_entropy_needs_a_mask_with_the_logits_dims():
 
 
 def test_the_message_alone_lists_both_causes_as_candidates(tmp_path):
-    """Issue 20: the last line alone answered PASS with the replay buffer's cause."""
+    """Once, the last line alone answered PASS with the replay buffer's cause."""
     last = ei.last_error_line(_traceback_of(MASKED_CODE, tmp_path))
     code, by_name = _explain(last)
     assert code == 1 and not any(s == "pass" for s, _ in by_name.values()), by_name

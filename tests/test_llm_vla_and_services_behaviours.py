@@ -1,4 +1,4 @@
-"""Four behaviours of TransformersWrapper reported by a GRPO trial (issue 23), each
+"""Four behaviours of TransformersWrapper reported by a GRPO newcomer trial, each
 reproduced as it is or shown not to hold, on a tiny Qwen2 model (torchrl 0.14.1,
 transformers 5.24.0):
 

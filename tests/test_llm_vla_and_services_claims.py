@@ -1,5 +1,5 @@
 """llm-vla-and-services: claims of the references and error index tried on the nearest case
-their proof did not run (issue 20). Each test shows the stated effect on the claim's case and
+their proof did not run (the claims sweep, tests/README.md). Each test shows the stated effect on the claim's case and
 the other behaviour on the counter-example that made the sentence narrower; a few show a
 claim holding on a case its first proof did not cover.
 

@@ -1,5 +1,5 @@
 """Claims of modules-and-policies, each shown on its case and on the nearest case it excludes
-(issue 20).
+(the claims sweep, tests/README.md).
 
 The distribution/spec pairing of a discrete ProbabilisticActor: a ``Categorical`` samples an
 index, a ``OneHotCategorical`` a one-hot vector; the env reads the action through its spec.

@@ -322,7 +322,7 @@ def test_trainer_configs_need_hydra():
         importlib.import_module("torchrl.trainers.algorithms.configs")
 
 
-# --- the PPO outer-product error: which advantage shapes raise it (issue 20) ----------------
+# --- the PPO outer-product error: which advantage shapes raise it (claims sweep) -----------
 def _ppo_loss(per_agent: bool, advantage_key="advantage"):
     import torch
     from tensordict.nn import NormalParamExtractor, TensorDictModule
@@ -358,7 +358,7 @@ def _ppo_batch(per_agent: bool, advantage_key, advantage, B=10, n=3):
     (False, "advantage", (10,), True),                 # single agent, no value dim: the case
     (False, "advantage", (10, 1), False),              # its fix
     (True, "advantage", (10,), True),                  # root advantage without value dim, per-agent log-prob
-    (True, "advantage", (10, 1), False),               # a root [B, 1] advantage runs (issue 20: the entry said it raised)
+    (True, "advantage", (10, 1), False),               # a root [B, 1] advantage runs (the entry once said it raised)
     (True, ("agents", "advantage"), (10, 3, 1), False),
     (True, ("agents", "advantage"), (10, 3), "size"),  # per agent without value dim: another error
 ], ids=["single-B", "single-B1", "root-B-agents", "root-B1-agents", "agents-Bn1", "agents-Bn"])
@@ -394,7 +394,7 @@ def test_root_b1_advantage_is_the_per_agent_advantage_copied_over_agents():
     assert not torch.allclose(root, other)  # the comparison can tell losses apart
 
 
-# --- critic-passed-sacloss-never-changes-after: which losses train copies (issue 20 sweep) ---
+# --- critic-passed-sacloss-never-changes-after: which losses train copies (claims sweep) ---
 def _shares_memory(loss, attr: str, module) -> bool:
     return bool({t.data_ptr() for t in getattr(loss, attr).values(True, True)} & {p.data_ptr() for p in module.parameters()})
 

@@ -690,7 +690,7 @@ def test_3260_check_env_specs_extra_state_keys():
 def test_3242_action_mask_multidiscrete(categorical):
     """#3242: ActionMask with an nvec-shaped mask over a MultiDiscrete action no longer raises
     (0.11.0, #3342) but the gym env receives one flat index: this board uses its action
-    (step() unpacks [row, col]), so the rollout fails there. Issue 20: the test that stood here
+    (step() unpacks [row, col]), so the rollout fails there. The test that once stood here
     had an env that ignored its action. More in tests/test_envs_and_transforms_claims.py."""
     from torchrl.envs import ActionMask, GymWrapper, TransformedEnv
 

@@ -1,4 +1,4 @@
-"""The second sweep of public pytorch/rl reports (tests/public_reports.md, issue 20): one test
+"""The second sweep of public pytorch/rl reports (tests/public_reports.md): one test
 per report, weighted to distributions and specs, multi-agent, Ray and distributed collectors,
 LLM post-training and performance.
 

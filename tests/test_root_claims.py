@@ -1,5 +1,5 @@
 """root references: library behaviour the run-time audit reference states, tried on the
-nearest case its first proof (tests/test_audit_facts.py) did not run (issue 20). Each test
+nearest case its first proof (tests/test_audit_facts.py) did not run (the claims sweep, tests/README.md). Each test
 shows the stated effect on the claim's case and the other behaviour on the counter-example
 that narrowed the sentence, or the claim holding on a case its proof did not cover.
 In-process and small: no auditor run here.

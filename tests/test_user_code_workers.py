@@ -1,4 +1,4 @@
-"""User code in worker processes (issue 20, defect 5).
+"""User code in worker processes: a worker must import it by the name the checker loaded it under.
 
 The shared loader (scripts/_user_code.py) imports a user's FILE.py or module so that a
 spawned worker (multiprocessing spawn: ParallelEnv, multi-process collectors) and a fresh

@@ -12,7 +12,7 @@ found by ``names.defined_in_submodule`` instead). Nothing is imported, so a modu
 is still indexed: importing it is what says "needs X" (``names.resolve``).
 
 Two tiers keep explain on one name within import + 1 s (CONTRIBUTING.md, "Budgets"):
-:data:`PRIMARY` (the modules users import from, issue 12) and :data:`SECONDARY` are read
+:data:`PRIMARY` (the modules users import from) and :data:`SECONDARY` are read
 first (about 30 files); the whole walk (about 10 MB of source) is read only for a
 short name those do not hold (measured: ~0.3 s on 2 busy cores), and for suggestions when nothing holds it.
 """
@@ -31,7 +31,7 @@ import re
 from pathlib import Path
 
 TOPS = ("torchrl", "tensordict")
-# The modules issue 12 names; the first module listing a name gives its canonical path.
+# The modules users import from; the first module listing a name gives its canonical path.
 PRIMARY = (
     "torchrl.envs",
     "torchrl.envs.transforms",

@@ -4,7 +4,7 @@ A ``ParallelEnv`` starts its workers on first use; each worker is a spawned inte
 that unpickles the env factory (cloudpickle: a module-level function by reference, so it
 imports the module that defines it). When a worker cannot import user code, every later
 check of the env fails with something that looks like a fault of the env ("EOFError",
-"still running after 60 s": issue 20). So the build check starts the workers itself:
+"still running after 60 s", seen in the claims sweep). So the build check starts the workers itself:
 first :func:`_worker_imports.unimportable_in_workers` (what the pickle needs that no folder on
 sys.path provides), then a real start with the workers' stderr copied (:func:`_tee_stderr`),
 and says "loading problem" when a worker could not import or unpickle user code.
