@@ -86,6 +86,11 @@ def cited_by(root: Path) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
         if node:
             entries.setdefault(node, []).append(e["id"])
     refs: dict[str, list[str]] = {}
+    sidecar = root / "tests" / "proofs.json"  # the references' proofs (tests/move_proofs.py)
+    for rel, sections in (json.loads(sidecar.read_text())["files"] if sidecar.exists() else {}).items():
+        for ids in sections.values():
+            for node in ids if isinstance(ids, list) else []:
+                refs.setdefault(node, []).append(rel)
     for md in sorted(root.glob("references/*.md")) + sorted(root.glob("sub-skills/*/references/*.md")) + \
             sorted(root.glob("**/SKILL.md")):
         for block in re.findall(r"<!--\s*proof:\s*(.*?)\s*-->", md.read_text(), re.S):

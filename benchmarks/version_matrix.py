@@ -10,7 +10,7 @@ and the wheels cache are reused), then, from a snapshot of the bundle at its cur
   one-line errors, the --json report and the default run of every script), the CLI
   contract of explain.py and audit_run.py;
 - ``proofs``: every proof the bundle names: each error-index entry's trigger or test, and
-  every ``<!-- proof: ... -->`` test of the references;
+  every test tests/proofs.json lists for a section of the references;
 - ``recipes``: the bundled known-good recipes: audit_run.py and scan_api_drift.py on
   sub-skills/development-and-testing/assets/modern_example.py, check_loss_wiring.py on
   sub-skills/objectives-and-training/assets/ppo_user_env_wiring.py:build_wiring;
@@ -95,7 +95,7 @@ def child_env() -> dict:
 
 
 def proof_nodes(src: Path) -> list[str]:
-    """Every test a proof names: error-index ``proof`` fields and references' proof comments."""
+    """Every test a proof names: error-index ``proof`` fields and the tests tests/proofs.json lists."""
     sys.path.insert(0, str(src / "scripts"))
     try:
         import _versions

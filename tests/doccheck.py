@@ -831,25 +831,78 @@ def proof_problem(node_id: str, root: Path = BUNDLE) -> str | None:
     return None
 
 
-def check_proofs(md: Path, root: Path = BUNDLE) -> list[str]:
+PROOFS_FILE = "tests/proofs.json"  # written by tests/move_proofs.py
+
+
+def proof_sidecar(root: Path = BUNDLE) -> dict:
+    """``{markdown path: {section heading: [test ids] | "no-claims"}}`` from tests/proofs.json
+    (tests/move_proofs.py says its shape); empty when the file is absent."""
+    path = root / PROOFS_FILE
+    return json.loads(path.read_text())["files"] if path.exists() else {}
+
+
+def check_proofs(md: Path, root: Path = BUNDLE, sidecar: dict | None = None) -> list[str]:
     """Each ``## `` section (but ``## Contents``) proves itself (CONTRIBUTING.md, "How a
-    claim is proven"): a python block that runs (no ``not-run:`` marker), a
-    ``<!-- proof: tests/test_x.py::test_y[, ...] -->`` naming tests that exist, or
-    ``<!-- no-claims -->``. A proof naming a missing test is a problem wherever it is."""
+    claim is proven"): a python block that runs (no ``not-run:`` marker), tests named for it
+    in tests/proofs.json (``sidecar``: that file's ``files`` object, read from ``root`` when
+    None) that exist, or ``"no-claims"`` there. A ``<!-- proof: -->`` / ``<!-- no-claims -->``
+    comment not yet moved (tests/move_proofs.py) counts the same; ``check_bookkeeping_comments``
+    flags it. A proof naming a missing test is a problem wherever it is, and so is a
+    sidecar entry naming a section the file does not have (a renamed heading)."""
     text = md.read_text()
     rel = md.relative_to(root).as_posix() if md.is_relative_to(root) else md.name
+    entry = (proof_sidecar(root) if sidecar is None else sidecar).get(rel, {})
     problems = []
+    titles = set()
     for sec in sections(text):
+        titles.add(sec.title)
         if sec.title == "Contents":
             continue
+        listed = entry.get(sec.title)
         ids = [i.strip() for m in PROOF_RE.finditer(sec.text) for i in m.group(1).split(",") if i.strip()]
+        ids += listed if isinstance(listed, list) else []
         bad = [p for p in (proof_problem(i, root) for i in ids) if p]
         problems += [f"{rel}:{sec.line} '## {sec.title}': proof names a test that does not exist: {b}" for b in bad]
         runs = any(f.lang in ("python", "py") and not (f.marker and f.marker[0] == "not-run") for f in fences(sec.text))
-        if not (runs or (ids and not bad) or NO_CLAIMS_RE.search(sec.text)):
-            problems.append(f"{rel}:{sec.line} '## {sec.title}': no proof (add a python block that runs, "
-                            "<!-- proof: tests/test_x.py::test_y -->, or <!-- no-claims --> when it states no behaviour)")
+        if not (runs or (ids and not bad) or listed == "no-claims" or NO_CLAIMS_RE.search(sec.text)):
+            problems.append(f"{rel}:{sec.line} '## {sec.title}': no proof (add a python block that runs, or list "
+                            f"tests/test_x.py::test_y under \"{rel}\" > \"{sec.title}\" in {PROOFS_FILE}, or \"no-claims\" "
+                            "when it states no behaviour)")
+    problems += [f"{rel}: {PROOFS_FILE} names a section that is not there: '## {h}' (renamed? rename its key)"
+                 for h in entry if h not in titles and h != "(top)"]
     return problems
+
+
+def check_proof_sidecar(root: Path = BUNDLE, sidecar: dict | None = None) -> list[str]:
+    """tests/proofs.json itself: every file it names exists, every value is a non-empty
+    list of test ids that exist or ``"no-claims"``."""
+    problems = []
+    for rel, entry in (proof_sidecar(root) if sidecar is None else sidecar).items():
+        if not (root / rel).is_file():
+            problems.append(f"{PROOFS_FILE}: {rel} does not exist")
+            continue
+        for heading, value in entry.items():
+            if value == "no-claims":
+                continue
+            if not (isinstance(value, list) and value and all(isinstance(i, str) for i in value)):
+                problems.append(f"{PROOFS_FILE}: {rel} > {heading}: expected a list of test ids or \"no-claims\", got {value!r}")
+                continue
+            problems += [f"{PROOFS_FILE}: {rel} > {heading}: {p}" for p in (proof_problem(i, root) for i in value) if p]
+    return problems
+
+
+def check_bookkeeping_comments(md: Path) -> list[str]:
+    """No ``<!-- proof: -->`` or ``<!-- no-claims -->`` comment in text an agent reads (outside
+    code blocks): which test proves a section is the repository's business, kept in
+    tests/proofs.json (python tests/move_proofs.py moves them there)."""
+    text = md.read_text()
+    code = set()
+    for tok in _tokens(text):
+        if tok.type in ("fence", "code_block") and tok.map:
+            code.update(range(*tok.map))
+    hits = [text.count("\n", 0, m.start()) for r in (PROOF_RE, NO_CLAIMS_RE) for m in r.finditer(text)]
+    return [f"{md.name}:{line + 1}: proof bookkeeping in agent text: run python tests/move_proofs.py"
+            for line in sorted(hits) if line not in code]
 
 
 # ----------------------------------------------------------------------------- api_changes.json

@@ -6,6 +6,8 @@ positive contract tests use a file that breaks its rule, and requires the proble
 
 from __future__ import annotations
 
+import json
+
 import doccheck as dc
 import pytest
 import scriptcheck as sc
@@ -104,19 +106,68 @@ def test_a_script_whose_parser_breaks_fails_the_command_check():
         dc.check_commands(FIX / "broken_help.md")
 
 
+def _fixture_sidecar() -> dict:
+    return json.loads((FIX / "unproven.proofs.json").read_text())
+
+
 def test_proofs_reject_unproven_sections():
-    text = joined(dc.check_proofs(FIX / "unproven.md"))
+    # the proofs of unproven.md live in its sidecar (as tests/proofs.json holds the bundle's)
+    text = joined(dc.check_proofs(FIX / "unproven.md", sidecar=_fixture_sidecar()))
     problems = text.splitlines()
     flagged = {line.split("'")[1] for line in problems}
     assert flagged == {
         "## A gotcha without proof", "## A proof naming a missing test", "## A proof naming a missing file",
         "## A proof that is no test id", "## Only a block that does not run",
-        "## A heading in a code block does not start a section",
+        "## A heading in a code block does not start a section", "## A heading renamed away",
     }
     assert "no test function test_no_such_test in tests/test_contract_negative.py" in text
     assert "no file tests/test_no_such_file.py" in text
     assert "is not a test id of the form tests/test_x.py::test_y" in text
+    assert "names a section that is not there: '## A heading renamed away'" in text
     assert "not a heading" not in text and "Generated from data" not in text and "Contents" not in text
+    # the same sections with no sidecar: what only the sidecar proved is unproven now
+    bare = {line.split("'")[1] for line in dc.check_proofs(FIX / "unproven.md", sidecar={})}
+    assert {"## Proven by tests", "## States nothing"} <= bare and "## Proven by a comment not yet moved" not in bare
+
+
+def test_proof_sidecar_rejects_missing_files_and_malformed_entries():
+    text = joined(dc.check_proof_sidecar(sidecar=_fixture_sidecar()))
+    assert "tests/fixtures/contract/no_such_file.md does not exist" in text
+    assert "broken_help.md > Anything: expected a list of test ids or \"no-claims\"" in text
+    assert "no test function test_no_such_test" in text
+    assert "Proven by tests" not in text and "States nothing" not in text
+
+
+def test_bookkeeping_comments_in_agent_text_are_flagged(tmp_path):
+    flagged = dc.check_bookkeeping_comments(FIX / "unproven.md")
+    assert len(flagged) == 1 and "run python tests/move_proofs.py" in flagged[0], flagged
+    md = tmp_path / "ref.md"
+    md.write_text("## A\ntext\n\n```markdown\n<!-- proof: tests/x.py::y -->\n```\n")  # inside a code block: content
+    assert dc.check_bookkeeping_comments(md) == []
+
+
+def test_move_proofs_moves_every_comment_once_and_leaves_code_alone(tmp_path):
+    import move_proofs
+
+    ref = tmp_path / "references" / "x.md"
+    ref.parent.mkdir()
+    ref.write_text("# X\n\n## A\nClaim.\n<!-- proof: tests/test_a.py::t1, tests/test_a.py::t2 -->\n\n## B\n<!-- no-claims -->\n"
+                   "Routing.\n\n## C\nInline <!-- proof: tests/test_a.py::t3 --> claim.\n<!-- proof: tests/test_a.py::t1 -->\n\n"
+                   "```markdown\n<!-- proof: tests/kept.py::k -->\n```\n")
+    (tmp_path / "SKILL.md").write_text("# root\n")
+    (tmp_path / "tests").mkdir()
+    moved, stale = move_proofs.move(tmp_path)
+    assert len(moved) == 4 and stale == []
+    assert ref.read_text() == ("# X\n\n## A\nClaim.\n\n## B\nRouting.\n\n## C\nInline claim.\n\n"
+                               "```markdown\n<!-- proof: tests/kept.py::k -->\n```\n")
+    files = json.loads((tmp_path / "tests" / "proofs.json").read_text())["files"]
+    assert files == {"references/x.md": {"A": ["tests/test_a.py::t1", "tests/test_a.py::t2"], "B": "no-claims",
+                                         "C": ["tests/test_a.py::t3", "tests/test_a.py::t1"]}}
+    before = (tmp_path / "tests" / "proofs.json").read_text()
+    assert move_proofs.move(tmp_path) == ([], []) and (tmp_path / "tests" / "proofs.json").read_text() == before
+    # a heading renamed after the move: the entry is kept and reported stale
+    ref.write_text(ref.read_text().replace("## B", "## B renamed"))
+    assert move_proofs.move(tmp_path) == ([], ["references/x.md: B"])
 
 
 def test_script_table_rejects_a_stale_readme(tmp_path):

@@ -81,6 +81,16 @@ def test_every_section_proves_itself(md: Path):
     assert not problems, f"{len(problems)} section(s) of {md_id(md)} lack a proof:\n" + "\n".join(problems)
 
 
+def test_the_proof_sidecar_names_files_and_tests_that_exist():
+    problems = dc.check_proof_sidecar()
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("md", AGENT_MARKDOWN, ids=md_id)
+def test_no_proof_bookkeeping_in_agent_text(md: Path):
+    assert dc.check_bookkeeping_comments(md) == []
+
+
 @pytest.mark.parametrize("md", MARKDOWN, ids=md_id)
 def test_inline_names_resolve(md: Path):
     assert dc.check_inline_names(md) == []

@@ -1,5 +1,5 @@
 """envs-and-transforms: the behaviours the references and the error-index entries state,
-reproduced on the installed stack (the tests their `proof` comments name). The triggers and
+reproduced on the installed stack (the tests tests/proofs.json names for them). The triggers and
 the section proofs themselves are checked by test_error_index.py and test_docs_contract.py."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The behaviours the llm-vla-and-services references state, each reproduced on the verified
-stack (the sections name these tests in their proof comments)."""
+stack (tests/proofs.json names these tests under the sections they prove)."""
 
 from __future__ import annotations
 

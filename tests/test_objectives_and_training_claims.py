@@ -1,7 +1,7 @@
 """objectives-and-training: the behaviour the references state, reproduced on the verified stack.
 
-Each test names the sentence it proves (the references point here with
-``<!-- proof: tests/test_objectives_and_training_claims.py::test_x -->``). The multi-agent
+Each test names the sentence it proves (tests/proofs.json lists these tests under the
+reference sections they prove). The multi-agent
 tests run on a VMAS-shaped env built here (tests/fixtures/objectives/team_env.py): vmas
 itself is not installed.
 """

@@ -1,6 +1,6 @@
 """The claims of the root references (references/*.md), each reproduced on the installed stack.
 
-Each reference section names the tests here that prove it (``<!-- proof: ... -->``).
+tests/proofs.json names, per reference section, the tests here that prove it.
 """
 
 from __future__ import annotations
