@@ -26,31 +26,52 @@ from pathlib import Path
 DEFAULT_CACHE = Path(os.environ.get("TORCHRL_SKILL_MATRIX_CACHE", Path.home() / ".cache" / "torchrl-skill-matrix"))
 
 
+LINES_PATH = Path(__file__).resolve().parent / "_matrix_lines.json"
+
+
 @dataclass(frozen=True)
 class Line:
-    """One release line: the newest torchrl and tensordict of the line on PyPI, and the
+    """One release line: the newest torchrl and tensordict of the line on the registry, and the
     torch release it is run with (one whose torch ABI its compiled extension loads
-    with, measured by :mod:`benchmarks._extension_abi`; see scripts/stack_lines.json)."""
+    with, measured by :mod:`benchmarks._extension_abi`; see scripts/stack_lines.json).
+    ``torchrl_dist`` is ``torchrl-nightly`` where a nightly stands in for the line's release
+    (``stand_in`` says which and why); it is installed with ``--no-deps``, since it asks
+    for ``tensordict-nightly`` and the line's tensordict release is installed instead."""
 
     name: str
     torchrl: str
     tensordict: str
     torch: str
+    first_released: str = ""
+    torchrl_dist: str = "torchrl"
+    stand_in: str = ""
 
     def pins(self) -> list[str]:
-        return [f"torch=={self.torch}", f"tensordict=={self.tensordict}", f"torchrl=={self.torchrl}"]
+        return [f"torch=={self.torch}", f"tensordict=={self.tensordict}"] + \
+            ([] if self.nightly else [f"torchrl=={self.torchrl}"])
+
+    @property
+    def nightly(self) -> bool:
+        return self.torchrl_dist != "torchrl"
+
+
+def load_lines(path: Path = LINES_PATH) -> dict[str, Line]:
+    """``{line name: Line}`` from ``benchmarks/_matrix_lines.json``, oldest first."""
+    data = json.loads(path.read_text(encoding="utf-8"))["lines"]
+    return {name: Line(name, **row) for name, row in data.items()}
 
 
 # torch per line: torchrl 0.11.1 to 0.13.3 load with torch 2.10, 2.11 and 2.12, 0.14.x with
 # 2.14 only (scripts/stack_lines.json). The older lines are spread over those three; 2.10
 # (CUDA 12 libraries: a 3.5 GB heavier install over the CUDA 13 base) goes to 0.12, so that
-# the oldest line, 0.11, installs quickly enough to run in CI.
-LINES = {
-    "0.11": Line("0.11", "0.11.1", "0.11.0", "2.11.0"),
-    "0.12": Line("0.12", "0.12.0", "0.12.4", "2.10.0"),
-    "0.13": Line("0.13", "0.13.3", "0.13.0", "2.12.1"),
-    "0.14": Line("0.14", "0.14.1", "0.14.3", "2.14.1"),
-}
+# the oldest line, 0.11, installs quickly enough to run in CI. 0.15 runs on 2.14.1, which the
+# nightly's extension loads with.
+LINES = load_lines()
+
+
+def line_of(version: str) -> str:
+    """``"0.14.1"`` -> ``"0.14"``."""
+    return ".".join(version.split(".")[:2])
 
 
 def venv_python(cache: Path, line: str) -> Path:
@@ -58,11 +79,15 @@ def venv_python(cache: Path, line: str) -> Path:
 
 
 def installed(python: Path | str) -> dict[str, str | None]:
-    """``{"torch", "tensordict", "torchrl"}`` versions as ``python`` sees them (metadata only)."""
-    code = ("import importlib.metadata as m, json\n"
-            "def v(d):\n    try:\n        return m.version(d)\n    except m.PackageNotFoundError:\n        return None\n"
-            "print(json.dumps({d: v(d) for d in ('torch', 'tensordict', 'torchrl')}))")
-    out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    """``{"torch", "tensordict", "torchrl"}`` versions as ``python`` sees them, read by the
+    bundle's own detection (scripts/_stack.py: whatever the distribution is called, a
+    nightly as its line's pre-release), plus ``"raw"``: ``{dist: (distribution, version)}``."""
+    scripts = Path(__file__).resolve().parent.parent / "scripts"
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import _stack\n"
+            "out = {d: _stack.installed_version(d) for d in _stack.STACK}\n"
+            "out['raw'] = {d: (f.dist, f.raw) for d in _stack.STACK for f in [_stack.detect(d)] if f}\n"
+            "print(json.dumps(out))")
+    out = subprocess.run([str(python), "-c", code, str(scripts)], capture_output=True, text=True, timeout=120, check=True)
     return json.loads(out.stdout)
 
 
@@ -71,7 +96,7 @@ def build(line: Line, cache: Path = DEFAULT_CACHE, rebuild: bool = False, log=pr
     ``{"line", "python", "versions", "install_seconds", "pip_installed", "built"}``.
 
     ``install_seconds`` is pip's wall time for ``pip install torch==T tensordict==D
-    torchrl==R`` into the fresh venv (downloads included, pip's own HTTP cache as found);
+    torchrl==R`` (a nightly: then ``pip install --no-deps torchrl-nightly==R``) into the fresh venv (downloads included, pip's own HTTP cache as found);
     a reused venv keeps the record written when it was built. Raises RuntimeError with
     pip's last lines when the install fails.
     """
@@ -81,7 +106,8 @@ def build(line: Line, cache: Path = DEFAULT_CACHE, rebuild: bool = False, log=pr
     want = {"torch": line.torch, "tensordict": line.tensordict, "torchrl": line.torchrl}
     if not rebuild and python.exists() and record_path.exists():
         have = installed(python)
-        if all((have[d] or "").split("+")[0] == v for d, v in want.items()):
+        raw = {d: (have.get("raw", {}).get(d) or [None, have[d]])[1] for d in want}
+        if all((raw[d] or "").split("+")[0] == v for d, v in want.items()):
             return {**json.loads(record_path.read_text()), "built": False}
     shutil.rmtree(root, ignore_errors=True)
     root.parent.mkdir(parents=True, exist_ok=True)
@@ -90,13 +116,19 @@ def build(line: Line, cache: Path = DEFAULT_CACHE, rebuild: bool = False, log=pr
     start = time.perf_counter()
     proc = subprocess.run([str(python), "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
                            "--progress-bar", "off", *line.pins()], capture_output=True, text=True, timeout=3600)
+    if proc.returncode == 0 and line.nightly:  # its own requirements name tensordict-nightly: the line's release stands in
+        log(f"[{line.name}] pip install --no-deps {line.torchrl_dist}=={line.torchrl}")
+        more = subprocess.run([str(python), "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
+                               "--progress-bar", "off", "--no-deps", f"{line.torchrl_dist}=={line.torchrl}"],
+                              capture_output=True, text=True, timeout=3600)
+        proc = subprocess.CompletedProcess(proc.args, more.returncode, proc.stdout + more.stdout, proc.stderr + more.stderr)
     seconds = time.perf_counter() - start
     if proc.returncode != 0:
         raise RuntimeError(f"pip install for line {line.name} failed: {proc.stderr.strip()[-800:]}")
-    added = [ln.split("Successfully installed", 1)[1].split() for ln in proc.stdout.splitlines()
-             if ln.startswith("Successfully installed")]
+    added = [d for ln in proc.stdout.splitlines() if ln.startswith("Successfully installed")
+             for d in ln.split("Successfully installed", 1)[1].split()]
     record = {"line": line.name, "python": str(python), "versions": installed(python),
-              "install_seconds": round(seconds, 1), "pip_installed": added[0] if added else [],
+              "install_seconds": round(seconds, 1), "pip_installed": added,
               "measured": time.strftime("%Y-%m-%d")}
     record_path.write_text(json.dumps(record, indent=1) + "\n")
     return {**record, "built": True}

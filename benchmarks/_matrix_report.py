@@ -131,9 +131,10 @@ def _short(node: str) -> str:
     return node.replace("tests/", "").replace("test_error_index.py::test_trigger_raises_the_real_error_and_the_index_ranks_it_first", "trigger")
 
 
-def render(lines: dict, abi: dict, root: Path) -> str:
+def render(lines: dict, abi: dict, root: Path, defined: dict | None = None) -> str:
     out = [BEGIN, "", "| Line | Stack run | pip install | Contract tests | Proofs | Known-good recipes | API-changes rows "
            "| Bundled checks: pass / fail / not run (need newer) |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    defined = defined or {}
     for name, line in lines.items():
         s = line["stack"]
         cells = []
@@ -145,7 +146,7 @@ def render(lines: dict, abi: dict, root: Path) -> str:
                 cells.append(f"{g['passed']}/{g['total'] - g['skipped']}" if g else "not run")
         own = [d for d in line.get("pip_installed", []) if d.split("-")[0] in ("torch", "tensordict", "torchrl")]
         secs = (f"{line['install_seconds']:.0f} s" if own else "none: the base") if "install_seconds" in line else "?"
-        out.append(f"| {name} | torchrl {s['torchrl']}, tensordict {s['tensordict']}, torch {s['torch']} | {secs} | "
+        out.append(f"| {name} | {_stack_cell(s)} | {secs} | "
                    + " | ".join(cells) + " |")
     dates = sorted({g["date"] for line in lines.values() for g in line["groups"].values()})
     commits = sorted({g["commit"][:12] for line in lines.values() for g in line["groups"].values()})
@@ -153,6 +154,10 @@ def render(lines: dict, abi: dict, root: Path) -> str:
             "stack, wheels from pip's cache where present. What differs (full list: `benchmarks/version_matrix.json`):", ""]
     for name, line in lines.items():
         out.append(f"- {name}: {differs(line, root)}")
+    for name, line in defined.items():
+        if line.stand_in and name in lines:
+            out.append(f"- {name} stand-in: {line.stand_in}; `python benchmarks/version_matrix.py --adopt X.Y.0` "
+                       "moves the line to the release once the registry serves it.")
     if abi:
         out += ["", "Compiled extension (`torchrl._torchrl`) by torchrl release, loaded after `import torch` and used "
                 "(a segment tree filled and summed):", "", "| torchrl | loads with torch | fails with torch |", "| --- | --- | --- |"]
@@ -165,24 +170,43 @@ def render(lines: dict, abi: dict, root: Path) -> str:
     return "\n".join(out)
 
 
-def write(cache: Path, root: Path) -> None:
-    lines = gather(cache)
+def _stack_cell(stack: dict) -> str:
+    """``torchrl 0.15.0.dev20261027 (torchrl-nightly 2026.10.27), tensordict 0.15.3, torch 2.14.1``."""
+    raw = stack.get("raw", {})
+    def one(d):
+        dist, version = (raw.get(d) or [d, stack[d]])
+        return f"{d} {stack[d]}" + (f" ({dist} {version})" if version != stack[d] else "")
+    return ", ".join(one(d) for d in ("torchrl", "tensordict", "torch"))
+
+
+def write(cache: Path, root: Path, defined: dict | None = None) -> None:
+    """Gather the cache into the generated files. Lines and the extension table the cache
+    does not hold are kept from the last ``benchmarks/version_matrix.json`` (a matrix run on
+    another machine, or one line rerun here, updates only what it ran). ``defined``:
+    ``{line: _matrix_envs.Line}``, whose ``first_released`` and ``stand_in`` are written too."""
+    previous_path = root / "benchmarks" / "version_matrix.json"
+    previous = json.loads(previous_path.read_text()) if previous_path.exists() else {}
+    lines = {**previous.get("lines", {}), **gather(cache)}
+    lines = dict(sorted(lines.items(), key=lambda kv: _vkey(kv[0])))
     abi_path = cache / "abi.json"
-    abi = json.loads(abi_path.read_text()) if abi_path.exists() else {}
+    abi = json.loads(abi_path.read_text()) if abi_path.exists() else previous.get("abi", {})
+    defined = defined or {}
     (root / "benchmarks" / "version_matrix.json").write_text(json.dumps({"lines": lines, "abi": abi}, indent=1) + "\n")
     stack = {
         "schema": "torchrl-skill.stack-lines/1",
         "generated_by": "python benchmarks/version_matrix.py --write",
         "lines": {name: {**{d: line["stack"][d] for d in ("torchrl", "tensordict", "torch")},
+                         **({"stand_in": defined[name].stand_in} if name in defined and defined[name].stand_in else {}),
                          "install_seconds": line.get("install_seconds"),
                          "matrix": {"date": max(g["date"] for g in line["groups"].values()), "summary": summary(line)}}
                   for name, line in lines.items()},
+        "first_released": {name: d.first_released for name, d in defined.items() if d.first_released},
         "extension": {"how": abi.get("how", ""), "date": abi.get("date"), "torchrl": abi.get("torchrl", {})},
     }
     (root / "scripts" / "stack_lines.json").write_text(json.dumps(stack, indent=1) + "\n")
     md = root / "references" / "backend-compatibility.md"
     text = md.read_text()
-    block = render(lines, abi, root)
+    block = render(lines, abi, root, defined)
     if BEGIN in text:
         text = text[:text.index(BEGIN)] + block + text[text.index(END) + len(END):]
     else:

@@ -1,8 +1,9 @@
 """Run the bundle on every supported torchrl release line and write down what holds there.
 
-For each line (0.11, 0.12, 0.13, 0.14) it builds one environment (benchmarks/_matrix_envs.py:
-a venv over this interpreter holding that line's torch, tensordict and torchrl; pip's cache
-and the wheels cache are reused), then, from a snapshot of the bundle at its current commit
+For each line (0.11 to 0.15, defined in benchmarks/_matrix_lines.json) it builds one
+environment (benchmarks/_matrix_envs.py: a venv over this interpreter holding that line's
+torch, tensordict and torchrl; pip's cache and the wheels cache are reused; a line whose
+release the registry does not serve yet runs on its nightly, named as its ``stand_in``), then, from a snapshot of the bundle at its current commit
 (``git archive HEAD``, so edits made meanwhile do not leak in), runs with ``-n 1`` and
 ``OMP_NUM_THREADS=1``:
 
@@ -25,7 +26,11 @@ and the wheels cache are reused), then, from a snapshot of the bundle at its cur
 
 Results go to the cache (``results-<line>-<group>.json``); ``--write`` gathers them into
 scripts/stack_lines.json (read by the scripts' first row and check_torchrl_env.py) and the
-generated block of references/backend-compatibility.md. It measures; no test runs it.
+generated block of references/backend-compatibility.md, keeping lines the cache lacks from
+benchmarks/version_matrix.json. ``--adopt 0.15.0`` moves a stand-in line to its release once
+the registry serves it: checks that pip can download it, rewrites the line's pins
+(the newest tensordict of the line), runs every group on it and writes. It measures; no
+test runs it.
 """
 
 from __future__ import annotations
@@ -71,7 +76,8 @@ RECIPES = [
 # lines' own: 2.9.1 (layered on the 0.11 venv, whose CUDA 12 libraries it needs) and the
 # 2.13.0 CPU wheel (layered on the 0.14 venv).
 ABI_TORCHRL = ["0.11.0", "0.11.1", "0.12.0", "0.13.1", "0.13.2", "0.13.3", "0.14.0", "0.14.1"]
-ABI_EXTRA_TORCH = [("torch==2.9.1", "0.11"), ("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "0.14")]
+ABI_EXTRA_TORCH = [("torch==2.9.1", "0.11"), ("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "0.14"),
+                   ("torch==2.15.0", "0.15")]
 
 
 def log(msg: str) -> None:
@@ -201,50 +207,101 @@ def run_line(line: envs.Line, groups: list[str], cache: Path, src: Path, sha: st
     return failed
 
 
-def run_abi(cache: Path) -> None:
-    """Measure every (torchrl release, torch release) pair; writes ``abi.json`` in the cache."""
-    wheels = []
-    for version in ABI_TORCHRL:
-        found = glob.glob(str(cache / "wheels" / f"torchrl-{version}-*.whl"))
-        if not found:
-            subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(cache / "wheels"),
-                            f"torchrl=={version}"], check=True, timeout=1800)
-            found = glob.glob(str(cache / "wheels" / f"torchrl-{version}-*.whl"))
-        wheels.append(Path(found[0]))
-    torch_envs = []
-    for line in envs.LINES.values():
-        torch_envs.append(abi.TorchEnv(line.torch, str(envs.build(line, cache, log=log)["python"])))
+def _wheel(cache: Path, spec: str) -> Path:
+    """The wheel of ``spec`` (``torchrl==0.14.1``, ``torchrl-nightly==2026.10.27``) in the cache, downloaded once."""
+    dist, version = spec.split("==")
+    pattern = str(cache / "wheels" / f"{dist.replace('-', '_')}-{version}-*.whl")
+    if not glob.glob(pattern):
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(cache / "wheels"), spec],
+                       check=True, timeout=3600)
+    return Path(glob.glob(pattern)[0])
+
+
+def run_abi(cache: Path, lines: list[str]) -> None:
+    """Measure every (torchrl release, torch release) pair of the selected lines (each line's
+    torchrl releases and nightly stand-in, against the selected lines' torch and the extra
+    torch releases layered on them); merged into ``abi.json`` in the cache, the pairs not
+    measured now kept from the last run (there, or benchmarks/version_matrix.json)."""
+    chosen = [envs.LINES[n] for n in lines]
+    specs = [(f"torchrl=={v}", None) for v in ABI_TORCHRL if envs.line_of(v) in lines]
+    specs += [(f"{ln.torchrl_dist}=={ln.torchrl}", ln) for ln in chosen if ln.nightly]
+    wheels, labels = [], {}
+    for spec, line in specs:
+        wheel = _wheel(cache, spec)
+        wheels.append(wheel)
+        if line is not None:
+            labels[wheel] = envs.installed(envs.build(line, cache, log=log)["python"])["torchrl"]
+    torch_envs = [abi.TorchEnv(ln.torch, str(envs.build(ln, cache, log=log)["python"])) for ln in chosen]
     for spec, base in ABI_EXTRA_TORCH:
-        if spec.endswith(".whl"):
-            wheel = Path(spec)
-        else:
-            version = spec.split("==")[1]
-            found = glob.glob(str(cache / "wheels" / f"torch-{version}-*.whl"))
-            if not found:
-                subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(cache / "wheels"), spec],
-                               check=True, timeout=3600)
-                found = glob.glob(str(cache / "wheels" / f"torch-{version}-*.whl"))
-            wheel = Path(found[0])
+        if base not in lines:
+            continue
+        try:
+            wheel = Path(spec) if spec.endswith(".whl") else _wheel(cache, spec)
+        except (subprocess.CalledProcessError, IndexError) as err:
+            log(f"abi: {spec} could not be downloaded ({type(err).__name__}); not measured")
+            continue
         if not wheel.exists():
             log(f"abi: {wheel} not here; torch {wheel.name} not measured")
             continue
         folder = abi.torch_only(wheel, cache / "torch-only")
         torch_envs.append(abi.TorchEnv(wheel.name.split("-")[1], str(envs.venv_python(cache, base)), (str(folder),)))
     log(f"abi: {len(wheels)} torchrl wheels x {len(torch_envs)} torch releases")
-    measured = abi.measure(wheels, torch_envs, cache / "extensions", log=log)
+    measured = abi.measure(wheels, torch_envs, cache / "extensions", log=log, labels=labels)
+    old_path = cache / "abi.json"
+    old = json.loads(old_path.read_text()) if old_path.exists() else \
+        json.loads((ROOT / "benchmarks" / "version_matrix.json").read_text()).get("abi", {})
+    merged = dict(old.get("torchrl", {}))
+    for version, row in measured.items():
+        keep = merged.get(version, {"loads": [], "fails": {}})
+        now = set(row["loads"]) | set(row["fails"])
+        merged[version] = {"loads": sorted({*[t for t in keep["loads"] if t not in now], *row["loads"]}),
+                           "fails": {**{t: e for t, e in keep["fails"].items() if t not in now}, **row["fails"]}}
     (cache / "abi.json").write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "how": abi.__doc__.split("\n\n")[1].strip(),
-                                                "torchrl": measured}, indent=1) + "\n")
+                                                "torchrl": merged}, indent=1) + "\n")
+
+
+def adopt(version: str, cache: Path) -> str:
+    """Move the line of ``version`` (``0.15.0``) from its stand-in to the release: pip must be
+    able to download ``torchrl==version`` (else RuntimeError), the line's tensordict becomes
+    the newest release of that line pip finds, and the line's entry in
+    benchmarks/_matrix_lines.json loses its ``stand_in``. Returns the line's name."""
+    line = envs.line_of(version)
+    data = json.loads(envs.LINES_PATH.read_text())
+    if line not in data["lines"]:
+        raise RuntimeError(f"--adopt {version}: line {line} is not in {envs.LINES_PATH.name}; add it there first")
+    with tempfile.TemporaryDirectory() as tmp:
+        for spec in (f"torchrl=={version}", f"tensordict>={line},<{line.split('.')[0]}.{int(line.split('.')[1]) + 1}"):
+            proc = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", tmp, spec],
+                                  capture_output=True, text=True, timeout=1800)
+            if proc.returncode != 0:
+                raise RuntimeError(f"--adopt {version}: the registry does not serve {spec} yet: "
+                                   f"{mr.first_line(proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else '')}")
+        tensordict = next(Path(tmp).glob("tensordict-*.whl")).name.split("-")[1]
+    row = data["lines"][line]
+    row.update({"torchrl": version, "tensordict": tensordict})
+    for key in ("torchrl_dist", "stand_in"):
+        row.pop(key, None)
+    envs.LINES_PATH.write_text(json.dumps(data, indent=1) + "\n")
+    envs.LINES.clear()
+    envs.LINES.update(envs.load_lines())
+    if version not in ABI_TORCHRL:
+        ABI_TORCHRL.append(version)
+    log(f"adopt: line {line} is now torchrl {version}, tensordict {tensordict}, torch {row['torch']} ({envs.LINES_PATH.name})")
+    return line
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.strip(), formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog="example:\n  python benchmarks/version_matrix.py --lines 0.11 0.14 --groups contract recipes\n"
+                                            "  python benchmarks/version_matrix.py --adopt 0.15.0   # the 0.15 release replaces its nightly\n"
                                             "  python benchmarks/version_matrix.py --write   # gather the cached results\n\n"
                                             "exit codes:\n  0    every group ran (what failed inside is data, not an error, unless --strict)\n"
                                             "  1    an environment could not be built, a group could not run, or with\n"
                                             "       --strict an item failed\n"
                                             "  2    bad arguments\n  130  interrupted")
     parser.add_argument("--lines", nargs="+", choices=list(envs.LINES), default=list(envs.LINES))
+    parser.add_argument("--adopt", metavar="VERSION", help="move VERSION's line (e.g. 0.15.0) from its stand-in to the "
+                        "release, run every group on it and write (implies --lines LINE --write)")
     parser.add_argument("--groups", nargs="+", choices=GROUPS, default=list(GROUPS))
     parser.add_argument("--cache", type=Path, default=envs.DEFAULT_CACHE, help=f"default: {envs.DEFAULT_CACHE}")
     parser.add_argument("--workers", type=int, default=1, help="pytest-xdist workers per line (default: 1)")
@@ -257,9 +314,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     args.cache.mkdir(parents=True, exist_ok=True)
-    if args.write:
-        mr.write(args.cache, ROOT)
+    if args.write and not args.adopt:
+        mr.write(args.cache, ROOT, envs.LINES)
         return 0
+    if args.adopt:
+        try:
+            args.lines, args.groups = [adopt(args.adopt, args.cache)], list(GROUPS)
+        except RuntimeError as err:
+            print(f"version_matrix.py: error: {err}", file=sys.stderr)
+            return 1
     src, sha = snapshot(args.cache)
     log(f"bundle at {sha[:12]} -> {src}")
     failed = 0
@@ -267,12 +330,15 @@ def main(argv=None) -> int:
         for name in args.lines:
             failed += run_line(envs.LINES[name], [g for g in args.groups if g != "abi"], args.cache, src, sha, args.workers)
         if "abi" in args.groups:
-            run_abi(args.cache)
+            run_abi(args.cache, args.lines)
     except (RuntimeError, subprocess.CalledProcessError, subprocess.TimeoutExpired) as err:
         print(f"version_matrix.py: error: {str(err)[-1500:]}", file=sys.stderr)
         return 1
     if failed:
         log(f"{failed} item(s) failed (listed above)")
+    if args.adopt:
+        mr.write(args.cache, ROOT, envs.LINES)
+        log("written: scripts/stack_lines.json, references/backend-compatibility.md, benchmarks/version_matrix.json")
     return 1 if failed and args.strict else 0
 
 

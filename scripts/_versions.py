@@ -33,7 +33,7 @@ import re
 import warnings
 from pathlib import Path
 
-from _stack import SUPPORTED, _release, line_of, stack_lines
+from _stack import VERIFIED, _release, installed_version, line_of, stack_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 API_CHANGES_PATH = ROOT / "sub-skills" / "development-and-testing" / "scripts" / "api_changes.json"
@@ -42,9 +42,11 @@ API_PAGE = "sub-skills/development-and-testing/references/api-changes.md"
 
 
 def newest_line() -> str:
-    """The newest supported line (``"0.14"``: one below SUPPORTED's torchrl bound)."""
-    major, minor = _release(SUPPORTED["torchrl"][1])[:2]
-    return f"{major}.{minor - 1}"
+    """The newest line the upstream index knows (``"0.14"``: upstream_index.json's ``lines``;
+    VERIFIED's line when the index is absent). A line newer than it is one this data can say
+    nothing about: the notes stay silent there instead of naming an older release's fixes."""
+    lines = list(upstream()["lines"]) or [line_of(VERIFIED["torchrl"])]
+    return max(lines, key=_release)
 
 
 def _json(path: Path) -> dict:
@@ -175,11 +177,8 @@ def missing_feature(err: BaseException, installed: str | None = None) -> str | N
     (upstream_index.json: ``modules``, ``exports``, ``members_added``, ``params_added``): ``"not run: torchrl 0.13.3 has no
     torchrl.render (torchrl 0.14 has it); ..."``. None otherwise, and always None on the
     newest line (there a missing name is a fault, not an older release)."""
-    import importlib.metadata
-
-    try:
-        installed = installed or importlib.metadata.version("torchrl")
-    except importlib.metadata.PackageNotFoundError:
+    installed = installed or installed_version("torchrl")
+    if not installed:
         return None
     newest, here = newest_line(), line_of(installed)
     if not after(newest, here):
@@ -283,9 +282,7 @@ def check_rows(installed: str | None = None) -> dict[str, str]:
     ``kwargs`` row its callable present, the new keyword accepted from ``changed_in`` on and,
     past ``removed_in``, the old one gone from the signature (unless the row says it still
     raises or warns). ``keys`` rows are defaults, proven by the loss tests: skipped."""
-    import importlib.metadata
-
-    installed = installed or importlib.metadata.version("torchrl")
+    installed = installed or installed_version("torchrl")
     out: dict[str, str] = {}
     for row in api_changes()["names"]:
         expected = {"old": after(row.get("removed_in"), installed) if row.get("removed_in") else True,

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import importlib.metadata
 import re
 import shutil
 import subprocess
@@ -68,18 +67,21 @@ def build_parser():
 def torchrl_requirements() -> tuple:
     """torchrl's declared requirements as ``packaging.requirements.Requirement`` objects.
 
-    Read once from ``importlib.metadata.requires("torchrl")`` (the installed wheel's
-    METADATA); parsing ~110 requirement strings per backend probe cost ~0.2 s. packaging
+    Read once from the METADATA of the distribution that provides ``import torchrl``
+    (``_stack.requires``: ``torchrl``, ``torchrl-nightly`` or an editable checkout); parsing ~110 requirement strings per backend probe cost ~0.2 s. packaging
     is importable here: torchrl itself imports it (torchrl/_utils.py), and the stack probe
     has already imported torchrl.
     """
     from packaging.requirements import Requirement
 
-    return tuple(Requirement(r) for r in importlib.metadata.requires("torchrl") or [])
+    return tuple(Requirement(r) for r in sr.torchrl_requires())
 
 
 def _canon(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
+    """Canonical distribution name; a ``-nightly`` build counts as its package
+    (torchrl-nightly asks for ``tensordict-nightly``)."""
+    name = re.sub(r"[-_.]+", "-", name).lower()
+    return name[: -len("-nightly")] if name.endswith("-nightly") else name
 
 
 def _extras(req) -> list[str]:
@@ -138,13 +140,22 @@ def check_versions(versions: dict) -> str:
 
 
 def check_tensordict_range() -> str:
-    """tensordict inside the specifier torchrl declares (e.g. ``<0.15.0,>=0.14.3``)."""
-    found = sr.installed_version("tensordict")
+    """tensordict inside the specifier torchrl declares (e.g. ``<0.15.0,>=0.14.3``). A
+    nightly declares ``tensordict-nightly`` with no range: there tensordict's line must be
+    torchrl's. A tensordict one line ahead (pip install --no-deps, or a later upgrade of
+    tensordict alone) runs, so this row is where it is named with its fix."""
+    found, trl = sr.installed_version("tensordict"), sr.installed_version("torchrl")
+    ahead = sr.td_pairing(trl, found) == "ahead"
+    why = f" (one line ahead of torchrl {trl}'s line)" if ahead else ""
     for req in torchrl_requirements():
-        if req.name == "tensordict" and req.marker is None:
+        if _canon(req.name) == "tensordict" and req.marker is None:
+            if not str(req.specifier):
+                sr.expect(not ahead and sr.line_of(found) == sr.line_of(trl),
+                          f"tensordict {found} is not the line of torchrl {trl}{why}; fix: {sr.tensordict_fix(trl)}")
+                return f"tensordict {found} is torchrl {trl}'s line (torchrl declares {req.name} with no range)"
             sr.expect(
                 req.specifier.contains(found, prereleases=True),
-                f"tensordict {found} is outside torchrl's declared range tensordict{req.specifier}; "
+                f"tensordict {found} is outside torchrl's declared range tensordict{req.specifier}{why}; "
                 f"fix: pip install 'tensordict{req.specifier}'",
             )
             return f"tensordict {found} satisfies torchrl's tensordict{req.specifier}"

@@ -301,10 +301,9 @@ def own_methods(obj) -> list[str]:
 @functools.lru_cache(maxsize=None)
 def _optional_dists() -> tuple[str, ...]:
     """torchrl's optional dependencies: the dists its metadata lists under an extra."""
-    try:
-        reqs = importlib.metadata.requires("torchrl") or []
-    except importlib.metadata.PackageNotFoundError:
-        return ()
+    from _stack import requires  # the distribution that provides torchrl, whatever its name (torchrl-nightly)
+
+    reqs = requires("torchrl")
     names = {re.match(r"[A-Za-z0-9_.\-]+", r).group(0) for r in reqs if "extra ==" in r}
     return tuple(sorted(n for n in names if n.lower() not in ("torch", "torchrl", "tensordict") and not n.startswith("pytest")))
 
@@ -324,7 +323,7 @@ def _candidates() -> tuple[re.Pattern, dict]:
     for dist in _optional_dists():
         for name in (dist.lower().replace("-", "_"), dist.split("-")[0].lower()):
             names.setdefault(name, dist)
-    alt = "|".join(sorted(map(re.escape, names), key=len, reverse=True))
+    alt = "|".join(sorted(map(re.escape, names), key=len, reverse=True)) or r"(?!x)x"  # no extras: match nothing
     rx = re.compile(rf"^\s*(?:import|from)\s+({alt})\b|(?:find_spec|implement_for)\(\s*[\"']({alt})[\"']", re.M)
     return rx, names
 
