@@ -40,6 +40,8 @@ def failures(rows):
         ("gae_value_key", "value-estimator", "TypeError: 'NoneType' object is not subscriptable"),
         ("own_estimator", "advantage-source", "its default (make_value_estimator was never called) GAE(gamma=0.99, lmbda=0.95), not your GAE(gamma=0.9, lmbda=0.8)"),
         ("flattened_gae", "trajectories", "1 of 30 steps without done are followed by a step of another trajectory (by ('collector', 'traj_ids'); first at flat index [15])"),
+        ("truncated_gae", "value-estimator", "shifted=True reads V(s'_t) as V(s_{t+1})"),
+        ("done_as_terminated", "value-estimator", "it reads 'done' as terminated"),
     ],
 )
 def test_each_check_fails_broken_and_passes_fixed(pair, check, expected):
@@ -215,3 +217,26 @@ def test_a_shuffle_is_named_only_where_the_state_could_show_it(state_moves):
     else:
         with pytest.raises(check_loss_wiring.sr.CheckSkipped, match=r"cannot tell: in (\d+) of \1 continuing steps the state did not change"):
             check_loss_wiring.check_trajectories(loss, shuffled, wiring["value_estimator"])
+
+
+@pytest.mark.parametrize("estimator", ["GAE", "TDLambdaEstimator", "TD0Estimator", "TD1Estimator"])
+def test_the_reference_advantage_matches_torchrl_on_a_batch_with_truncations_and_rejects_done_as_terminated(estimator):
+    """The value-estimator row's reference (a plain loop) equals torchrl 0.14.1's estimators on a
+    collector batch truncated inside it, and differs where the estimator reads done as terminated."""
+    import torch
+    from torchrl.objectives import value
+
+    views = load_module("objectives-and-training/_estimator_views")
+    wiring = load_module(OBJECTIVES / "truncated_gae_broken.py").build_wiring("done", fixed=True)
+    batch, critic = wiring["batch"], wiring["value_estimator"].value_network
+    truncated = batch["next", "truncated"] & ~batch["next", "terminated"]
+    assert int(truncated[:, :-1].sum()) >= 4  # truncations inside the batch, not only at its end
+    kwargs = {"gamma": 0.9, "value_network": critic, **({"lmbda": 0.8} if estimator in ("GAE", "TDLambdaEstimator") else {})}
+    for wrong in (False, True):
+        est = getattr(value, estimator)(**kwargs)
+        if wrong:
+            est.set_keys(terminated="done")
+        with torch.no_grad():
+            got = est(batch.clone())[est.tensor_keys.advantage].squeeze(-1).double()
+        ref, _, _ = views.reference_advantage(est, batch)
+        assert torch.allclose(got, ref, atol=1e-5) is not wrong, (estimator, wrong, float((got - ref).abs().max()))

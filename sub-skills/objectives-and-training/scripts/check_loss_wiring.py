@@ -60,7 +60,9 @@ def check_build(target) -> sr.Passed:
     import _loss_wiring
 
     if target is None:
-        return sr.Passed("built-in known-good wirings: ppo, sac", _loss_wiring.wirings_from(_loss_wiring.default_wiring(), "default_wiring()", "default"))
+        wirings = _loss_wiring.wirings_from(_loss_wiring.default_wiring(), "default_wiring()", "default")
+        sr.evidence(len(wirings), "wirings built")
+        return sr.Passed("built-in known-good wirings: ppo, sac", wirings)
     fn = _user_code.load_attr(target)
     call = f"{target.attr}()"
     if not callable(fn):
@@ -79,6 +81,7 @@ def check_build(target) -> sr.Passed:
         raise sr.CheckFailed(f"{call} raised {sr.first_line(err)} (at {_user_code.error_site(err)}); fix that line, then rerun") from None
     stem = target.path.stem if target.path is not None else target.module.rpartition(".")[2]
     wirings = _loss_wiring.wirings_from(value, call, stem)
+    sr.evidence(len(wirings), "wirings built")
     return sr.Passed(f"{call} returned {len(wirings)} wiring(s): {', '.join(w.name for w in wirings)}", wirings)
 
 
@@ -101,6 +104,7 @@ def check_value_key(loss) -> str:
             f"at make_value_estimator or at the first forward); fix: loss.set_keys(value={real[-1]!r}) BEFORE "
             "loss.make_value_estimator(...), or build the critic with out_keys=['state_value']"
         )
+    sr.evidence(1, "critics read")
     return f"critic out_keys {[fmt_key(k) for k in outs]} contain value key '{fmt_key(want)}'"
 
 
@@ -115,6 +119,7 @@ def check_log_prob_key(loss, batch) -> str:
     if fmt_key(want) in present:
         if batch.get(want).requires_grad:
             raise sr.CheckFailed(grad_message(fmt_key(want), type(loss).__name__))
+        sr.evidence(batch.numel(), "batch steps holding it")
         return f"batch holds '{fmt_key(want)}' (tensor_keys.sample_log_prob), no grad"
     others = [k for k in present if k.endswith("log_prob")]
     hint = (
@@ -163,6 +168,7 @@ def check_advantage_source(loss, batch, estimator) -> str:
     if key is None:
         raise sr.CheckSkipped(f"{name} reads no advantage")
     needs_batch(batch)
+    sr.evidence(batch.numel(), "batch steps")
     if not recomputes_advantage(loss, batch):
         return f"batch holds '{fmt_key(key)}': {name} trains on it and does not recompute it"
     own = loss_estimator_view(loss).label
@@ -224,6 +230,7 @@ def check_trajectories(loss, batch, estimator) -> str:
             "estimator on the collector's [env, time] batch, then flatten for minibatches: loss.value_estimator(batch); "
             "batch = batch.reshape(-1)"
         )
+    sr.evidence(telling, "continuing steps whose state could show a break")
     if telling < max(1, steps // 2):  # a shuffle of steps that leave the state as it was looks continuous
         raise sr.CheckSkipped(
             f"cannot tell: in {steps - telling} of {steps} continuing steps the state did not change ({evidence}), so a "
@@ -249,6 +256,7 @@ def check_forward(loss, batch) -> str:
     sr.expect(bool(losses), f"forward returned no loss_* entries: {sorted(out.keys())}")
     bad = [k for k, v in losses.items() if not torch.isfinite(v).all()]
     sr.expect(not bad, f"non-finite losses {bad}")
+    sr.evidence(batch.numel() and len(losses), "finite loss terms over a non-empty batch")
     return f"forward: {', '.join(f'{k}={float(v.mean()):.3g}' for k, v in losses.items())}"
 
 
@@ -270,13 +278,19 @@ def network_names(loss) -> list[str]:
 
 
 def check_estimator(estimator, batch) -> str:
-    """A standalone value estimator (GAE, TD0Estimator, TDLambdaEstimator, ...) must find its value key.
+    """A standalone value estimator (GAE, TD0Estimator, TD1Estimator, TDLambdaEstimator) must
+    find its value key, and the advantage it writes must equal an independent recomputation.
 
     torchrl 0.14.1 (torchrl/objectives/value/advantages.py, _call_value_nets): when the value
     network does not write ``estimator.tensor_keys.value`` (default "state_value"), GAE fails
-    with ``TypeError: 'NoneType' object is not subscriptable``. Then runs it on a copy of the batch.
+    with ``TypeError: 'NoneType' object is not subscriptable``. Then it runs the estimator on
+    a copy of the batch and compares every step's advantage with
+    ``_estimator_views.reference_advantage`` (a plain loop over time that bootstraps at a
+    truncation and not at a termination): ``GAE(shifted=True)`` on a batch with truncations
+    inside it, or an estimator reading done as terminated, differs there.
     """
     import torch
+    from _estimator_views import reference_advantage
 
     if estimator is None:
         raise sr.CheckSkipped("no standalone value_estimator in the wiring")
@@ -295,8 +309,34 @@ def check_estimator(estimator, batch) -> str:
     with torch.no_grad():
         out = estimator(batch.clone())
     adv = out.get(estimator.tensor_keys.advantage)
-    sr.expect(torch.isfinite(adv).all(), f"{name} produced non-finite advantages")
-    return f"{name} reads value key '{fmt_key(want)}' from its value network; advantage {list(adv.shape)} finite"
+    ref, gamma, lmbda = reference_advantage(estimator, batch)
+    got = adv.reshape(*ref.shape, -1)[..., 0].double()
+    diff = (got - ref).abs().nan_to_num(float("inf"))
+    bad = diff > 1e-4 + 1e-4 * ref.abs()
+    steps = sr.evidence(ref.numel(), "steps compared with the reference")
+    if bad.any():
+        first = bad.reshape(-1).nonzero()[0].item()
+        raise sr.CheckFailed(
+            f"{name}'s advantage differs from the reference recomputation (gamma={gamma:g}, lmbda={lmbda:g}) at "
+            f"{int(bad.sum())} of {steps} steps, max |diff| {float(diff.max()):.3g} (first at flat index {first}); "
+            f"{_estimator_cause(estimator, batch)}"
+        )
+    return (f"{name} reads value key '{fmt_key(want)}'; its advantage {list(adv.shape)} equals the reference "
+            f"recomputation at all {steps} steps (max |diff| {float(diff.max()):.2g})")
+
+
+def _estimator_cause(estimator, batch) -> str:
+    """The likely cause of an estimator/reference mismatch, with its fix."""
+    keys = estimator.tensor_keys
+    terminated_key = getattr(keys, "terminated", None)
+    if terminated_key is not None and fmt_key(terminated_key) == fmt_key(keys.done) and ("next", "terminated") in batch.keys(True):
+        return (f"it reads {fmt_key(keys.done)!r} as terminated, so a truncation (time limit) is not bootstrapped; "
+                f"fix: {type(estimator).__name__.lower()}.set_keys(terminated='terminated')")
+    if getattr(estimator, "shifted", False):
+        return ("shifted=True reads V(s'_t) as V(s_{t+1}), which is another episode's first state after a truncation "
+                "inside the batch; fix: build it with shifted=False (the default)")
+    return ("the estimator read other keys than the batch's ('next', 'reward'/'done'/'terminated'), or the value network "
+            "is not deterministic; fix: set_keys(...) to the batch's keys, and run it under set_exploration_type(DETERMINISTIC)")
 
 
 def check_module_sync(loss, name: str, module) -> str:
@@ -318,7 +358,8 @@ def check_module_sync(loss, name: str, module) -> str:
     mine = TensorDict.from_module(module)
     pairs = list(zip(ref.values(True, True), mine.values(True, True)))
     shared = any(a.data_ptr() == b.data_ptr() for a, b in pairs)
-    diff = max(float((a - b).abs().max()) for a, b in pairs)
+    sr.evidence(len(pairs), "parameter tensors compared")
+    diff = max((float((a - b).abs().max()) for a, b in pairs), default=0.0)
     copy_expr = f"loss.{name}_params[0].data" if stacked else f"loss.{name}_params.data"
     fix = f"TensorDict.from_module(module).data.update_({copy_expr})"
     if diff > 0:
@@ -331,21 +372,25 @@ def check_module_sync(loss, name: str, module) -> str:
     return f"user {name} module {how}"
 
 
-BUILD = [sr.Check("wiring:build", check_build, gives="wirings")]
+BUILD = [sr.Check("wiring:build", check_build, gives="wirings", proves="TARGET builds at least one loss wiring")]
 
 
 def wiring_checks(wiring) -> list:
     """The checks of one wiring, named ``<wiring name>:<check>``."""
     checks = [
-        sr.Check(f"{wiring.name}:value-key", check_value_key),
-        sr.Check(f"{wiring.name}:log-prob-key", check_log_prob_key),
-        sr.Check(f"{wiring.name}:advantage-source", check_advantage_source),
-        sr.Check(f"{wiring.name}:trajectories", check_trajectories),
-        sr.Check(f"{wiring.name}:forward", check_forward),
-        sr.Check(f"{wiring.name}:value-estimator", check_estimator),
+        sr.Check(f"{wiring.name}:value-key", check_value_key, proves="the critic writes the value key the loss reads"),
+        sr.Check(f"{wiring.name}:log-prob-key", check_log_prob_key, proves="the batch holds the stored log-prob the loss reads, without grad"),
+        sr.Check(f"{wiring.name}:advantage-source", check_advantage_source,
+                 proves="the advantage the loss trains on comes from the estimator the wiring configures"),
+        sr.Check(f"{wiring.name}:trajectories", check_trajectories,
+                 proves="every continuing step along the estimator's time dim is followed by a step of its own trajectory"),
+        sr.Check(f"{wiring.name}:forward", check_forward, proves="a forward pass on the batch gives finite loss terms"),
+        sr.Check(f"{wiring.name}:value-estimator", check_estimator,
+                 proves="the estimator's advantage equals an independent recomputation at every step"),
     ]
     for name, module in wiring.modules.items():
-        checks.append(sr.Check(f"{wiring.name}:sync:{name}", functools.partial(check_module_sync, name=name, module=module)))
+        checks.append(sr.Check(f"{wiring.name}:sync:{name}", functools.partial(check_module_sync, name=name, module=module),
+                               proves=f"the user's {name} holds the weights the loss trains"))
     return checks
 
 
