@@ -581,3 +581,37 @@ def test_class_target_is_called_with_no_arguments(tmp_path):
     code, st = run_checker(f"{tmp_path / 'needs_args.py'}:Sized")
     status, detail = st["target:build"]
     assert code == 1 and status == "fail" and "missing 1 required positional argument: 'size'" in detail, detail
+
+
+@pytest.mark.parametrize("broken, line, what", [
+    ("module_level_loop", 13, "a for loop over collector runs at import time"),
+    ("module_level_main_call", 17, "train(...) runs at import time"),
+])
+def test_static_guard_rejects_work_at_module_level_and_passes_the_guarded_twin(broken, line, what):
+    """A collection/training loop at module level (or a call there of the function holding it)
+    fails the static guard and the file is not imported; the same file with the loop under
+    if __name__ == "__main__": passes and the env is checked."""
+    code, st = run_checker(fixture(broken))
+    status, detail = st["target:static-main-guard"]
+    assert code == 1 and status == "fail" and f"{broken}.py:{line} {what}" in detail and '__name__ == "__main__"' in detail, detail
+    assert st["target:build"][0] == "skip"  # never imported
+    code, st = run_checker(fixture("module_level_loop_fixed"))
+    assert code == 0 and st["target:static-main-guard"][0] == "pass" and st["target:build"][0] == "pass", st
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("import torch\ntry:\n    for i in range(3):\n        pass\nexcept Exception:\n    pass\n", [(3, "a for loop over range(3)")]),
+    ("with open('x') as f:\n    while True:\n        break\n", [(2, "a while loop (True)")]),
+    ('if __name__ == "__main__":\n    env.rollout(3)\nelse:\n    env.rollout(3)\n', [(4, "env.rollout(...)")]),
+    ("def go():\n    return helper()\ndef helper():\n    for _ in x:\n        pass\ngo()\n", [(6, "go(), which runs helper(), which runs a for loop over x")]),
+    ("td = next(iter(collector))\n", [(1, "next(...)")]),
+    ('X = 3\ndef f():\n    for _ in range(X):\n        pass\nclass E:\n    def _step(self):\n        return self.step()\n'
+     'if __name__ == "__main__":\n    f()\n', []),
+])
+def test_import_time_work_finds_what_runs_on_import_and_nothing_else(source, expected):
+    found, scanned = checker.import_time_work(source)
+    assert found == expected and scanned >= 1
+
+
+def test_import_time_work_counts_no_evidence_on_an_empty_file():
+    assert checker.import_time_work('"""only a docstring"""\n') == ([], 0)

@@ -3,8 +3,8 @@
 TARGET is path/to/file.py:NAME or package.module:NAME (found from the current folder):
 NAME is a factory function or an EnvBase subclass, called with no arguments to get the env
 (an EnvBase: TransformedEnv, SerialEnv, GymEnv count). No TARGET: the bundled known-good
-example env. Checks, in order: a static scan for worker processes started at import time
-(no `if __name__ == "__main__":`), building the env (and starting a ParallelEnv's workers), root spec shapes vs batch_size, a
+example env. Checks, in order: a static scan of what runs at import time (worker
+processes, a loop, a rollout, collection or training step outside `if __name__ == "__main__":`), building the env (and starting a ParallelEnv's workers), root spec shapes vs batch_size, a
 gymnasium vector env in NEXT_STEP autoreset mode, the reset output (no reward, every
 observation key, transforms applied, action masks that fit, no gymnasium MultiDiscrete action handed to
 the gym env as one flat index), batched copies that share
@@ -16,7 +16,7 @@ transform rewriting a state key that the env's _step reads back. A failing check
 reset output is reported as the root cause of the failures it triggers later. Each check
 runs at most --timeout seconds.
 
-Testing seams (used by the tests): EnvFault, diagnosed, diagnose, unguarded_process_starts,
+Testing seams (used by the tests): EnvFault, diagnosed, diagnose, unguarded_process_starts, import_time_work,
 gym_vector_autoreset, gym_flat_multidiscrete, transforms_skipping_reset, expected_mask_shape, global_rng_after_set_seed,
 fixed_terminal_length, transform_state_changes, restored_step_gaps, CHECKS and the check_* functions."""
 
@@ -35,8 +35,9 @@ from _env_workers import start_workers, worker_envs  # noqa: E402
 from _env_probes import (  # noqa: E402,F401
     action_mask_mismatch, base_env, copies_identical, done_note, episodes_from_rollout, expected_mask_shape,
     fixed_terminal_length, global_rng_after_set_seed, gym_flat_multidiscrete, gym_vector_autoreset, root_spec_shapes, seeded_rollout, spec_of,
-    step_against_specs, transform_chain, transforms_skipping_reset, unguarded_process_starts,
+    PROCESS_STARTERS, step_against_specs, transform_chain, transforms_skipping_reset, unguarded_process_starts,
 )
+from _import_scan import import_time_work  # noqa: E402
 from _transform_state import restored_step_gaps, rewritten_state, transform_state_changes  # noqa: E402,F401
 
 DEFAULT_TARGET = f"{Path(__file__).resolve().parent / '_example_env.py'}:make_env"
@@ -67,14 +68,27 @@ def _close(env) -> None:
 
 
 def check_static(target):
-    """Scan the target's source for processes started at import time, without importing it."""
+    """Scan the target's source for what runs when it is imported, without importing it:
+    worker processes started at module level (``missing-main-guard``), and any loop,
+    rollout, collection or training step there or in a function of the file called there
+    (``_import_scan.import_time_work``): importing the file would run it before any check,
+    and once more in every spawn worker."""
     if target.path is None:
         return sr.Passed(f"{target.module} has no .py source to scan; importing it unchecked", True)
-    hits = unguarded_process_starts(uc.read_source(target.path))
-    if hits:
-        where = ", ".join(f"{target.path.name}:{line} {name}(...)" for line, name in hits)
+    work, scanned = import_time_work(uc.read_source(target.path), PROCESS_STARTERS)
+    sr.evidence(scanned, "module-level statements scanned")
+    starts = [(line, what) for line, what in work if what.endswith("(starts worker processes)")]
+    if starts:
+        where = ", ".join(f"{target.path.name}:{line} {what.split(' (')[0]}" for line, what in starts)
         raise EnvFault("missing-main-guard", f"{where} runs at import time; the file was not imported")
-    return sr.Passed(f"{target.path.name}: no ParallelEnv/collector/vector-env process started at import time", True)
+    if work:
+        where = "; ".join(f"{target.path.name}:{line} {what}" for line, what in work[:3])
+        raise sr.CheckFailed(
+            f"{where} runs at import time: importing the file to reach {target.attr} would run it before any check "
+            "(and again in every spawn worker of a ParallelEnv or multi-process collector); the file was not imported; "
+            'fix: move the script part under if __name__ == "__main__": and keep the env factory a module-level function')
+    return sr.Passed(f"{target.path.name}: {scanned} module-level statements, none starts a process, loops, "
+                     "rolls out, collects or trains at import time", True)
 
 
 def check_build(target, guarded, cleanup):
