@@ -179,6 +179,7 @@ def rewritten_state(env) -> tuple[list, dict | None]:
     if handovers is None:
         raise sr.CheckSkipped(f"{name} was not called as one _reset then two _step: cannot pair its outputs with its inputs")
     changed, finding = [], None
+    sr.evidence(len(handovers), "base-env steps replayed")
     for handover in handovers:
         result = restored_step_gaps(base, handover)
         if result is None:

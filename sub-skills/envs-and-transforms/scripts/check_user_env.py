@@ -111,6 +111,7 @@ def check_build(target, guarded, cleanup):
     if problem:
         raise sr.CheckFailed(problem)
     started = sum(penv.num_workers for penv in worker_envs(env))
+    sr.evidence(1, "envs built")
     workers = f"; its {started} worker processes started and built their envs" if started else ""
     return sr.Passed(f"{target.label} -> {type(env).__name__}, batch_size {list(env.batch_size)}{workers}", env)
 
@@ -118,6 +119,7 @@ def check_build(target, guarded, cleanup):
 @diagnosed
 def check_root_shapes(env):
     bad = root_spec_shapes(env)
+    sr.evidence(5, "root Composite specs compared")
     if bad:
         raise EnvFault("root-composite-feature-shaped", "; ".join(bad))
     return f"root Composite specs (observation, state, action, reward, done) all shaped {list(env.batch_size)} = env.batch_size"
@@ -130,6 +132,7 @@ def check_gym_autoreset(env):
         raise sr.CheckSkipped("not a GymEnv/GymWrapper over a gymnasium VectorEnv")
     if mode == "NEXT_STEP":
         raise EnvFault("gym-vector-next-step-autoreset", "the wrapped VectorEnv has autoreset_mode=NEXT_STEP")
+    sr.evidence(1, "vector envs read")
     return f"gymnasium VectorEnv autoreset_mode={mode} (SAME_STEP/DISABLED are handled by torchrl)"
 
 
@@ -163,6 +166,7 @@ def check_reset(env):
     if missing:
         raise EnvFault("key-missing-from-reset", f"env.reset() output lacks {missing}, declared in env.full_observation_spec")
     sr.expect(td.batch_size == env.batch_size, f"reset output batch {list(td.batch_size)} != env.batch_size {list(env.batch_size)}")
+    sr.evidence(td.numel() and len(keys), "reset output keys over a non-empty batch")
     detail = f"reset returned {len(keys)} keys (every observation key), batch {list(td.batch_size)}, no reward, done flags False"
     return sr.Passed(detail, td.clone())
 
@@ -195,9 +199,11 @@ def check_batched_seeds(env, reset):
         raise sr.CheckSkipped("the reset output holds no observation tensor to compare")
     n = env.batch_size[0]
     if not copies_identical(reset, keys):
+        sr.evidence(n if n > 1 else 0, "batched copies whose start states were compared")
         return f"the {n} copies along batch dim 0 start from different states"
     again = env.reset().clone()
     if all(torch.equal(reset.get(k), again.get(k)) for k in keys):
+        sr.evidence(0, "copies with random starts")  # deterministic starts: nothing shows whether seeds differ
         return f"every reset returns the same state in all {n} copies (a deterministic start); nothing to tell apart"
     env.set_seed(0)
     seeded = env.reset()
@@ -218,6 +224,7 @@ def check_specs(env):
         raise
     except Exception as err:
         raise fault_from(err, "check_env_specs(env, seed=0)") from None
+    sr.evidence(len(list(env.full_observation_spec.keys(True, True))) + len(env.reward_keys) + len(env.done_keys), "spec leaves")
     return "check_env_specs(env, seed=0) passed"
 
 
@@ -255,6 +262,7 @@ def check_rollout(env, steps):
     if outside:
         raise EnvFault("value-outside-spec", f"rollout values outside the spec for {outside}")
     sr.expect(td.batch_size == torch.Size([*env.batch_size, steps]), f"rollout batch {list(td.batch_size)}")
+    sr.evidence(td.numel() and n_leaves, "spec leaves checked over a non-empty rollout")
     return f"rollout batch {list(td.batch_size)}: {n_leaves} spec keys present under 'next', dtype/shape/bounds in spec; {done_note(env, td, steps)}"
 
 
@@ -271,11 +279,13 @@ def _step_batched(env) -> str:
         raise
     except Exception as err:
         if env.batch_locked and diagnose(f"{type(err).__name__}: {err}") == "batched-tensordict-to-unbatched-env":
+            sr.evidence(1, "batched steps rejected")
             return (f"batch-locked env (batch_size {list(env.batch_size)}) rejects a [2, ...] tensordict with "
                     "'Expected a tensordict with shape==env.batch_size' (step one env.batch_size at a time)")
         raise EnvFault("batched-tensordict-to-unbatched-env", f"env.batch_locked={env.batch_locked}; env.step on a "
                        f"[2, ...] tensordict raised {sr.first_line(err, 200)}") from None
     sr.expect(not env.batch_locked, f"batch-locked env accepted a tensordict of batch {list(batched.batch_size)}")
+    sr.evidence(out.numel(), "batched steps")
     sr.expect(out.batch_size[:1] == torch.Size([2]), f"batched step returned batch {list(out.batch_size)}")
     return f"batch_locked=False env stepped a [2, ...] tensordict -> batch {list(out.batch_size)}"
 
@@ -302,6 +312,7 @@ def check_seed(env, steps):
 
     a, b = seeded_rollout(env, 0, steps), seeded_rollout(env, 0, steps)
     sr.expect(bool(a), "the rollout holds none of the spec'd observation, reward or done keys under 'next'")
+    sr.evidence(sum(x.numel() for x in a), "rollout values compared")
     if not all(torch.equal(x, y) for x, y in zip(a, b)):
         base = base_env(env)
         if base is env or not all(torch.equal(x, y) for x, y in zip(seeded_rollout(base, 0, steps), seeded_rollout(base, 0, steps))):
@@ -324,6 +335,7 @@ def check_global_rng(env):
                if equals_manual else
                f"after env.set_seed({seed}) torch's global RNG is in the same state whatever it was before")
         raise EnvFault("env-reseeds-global-rng", how)
+    sr.evidence(1, "set_seed calls observed")
     if changed:
         return (f"env.set_seed({seed}) draws from torch's global RNG but does not re-seed it; "
                 "the env's randomness follows torch.manual_seed")
@@ -347,6 +359,7 @@ def check_time_limit(env, time_limit_steps):
         raise EnvFault("time-limit-as-terminated", f"in env.rollout({steps}, break_when_any_done=False) with random actions, "
                        f"{n_at} of {len(episodes)} whole episodes ended with terminated=True at exactly step {limit} and "
                        f"none ran longer; {note}")
+    sr.evidence(len(episodes) if len(episodes) >= 2 else 0, "whole episodes (2 needed to compare lengths)")
     if len(episodes) < 2:
         if has_truncated:
             return f"env declares truncated; {len(episodes)} whole episode(s) in {steps} random steps, too few to test terminated"
@@ -361,6 +374,7 @@ def check_time_limit(env, time_limit_steps):
 def check_transforms(env, expected_transforms):
     names = [type(t).__name__ for t in transform_chain(env)]
     missing = [n for n in expected_transforms if n not in names]
+    sr.evidence(len(expected_transforms), "transforms named by --expect-transform")
     if missing:
         raise EnvFault("transform-not-attached", f"expected transform(s) {missing} are not attached; attached: {names or 'none'}")
     if not names:
@@ -386,20 +400,23 @@ def check_transform_state(env):
 
 
 CHECKS = [
-    sr.Check("target:static-main-guard", check_static, gives="guarded"),
-    sr.Check("target:build", check_build, gives="env"),
-    sr.Check("env:root-spec-shapes", check_root_shapes),
-    sr.Check("env:gym-vector-autoreset", check_gym_autoreset),
-    sr.Check("env:reset-output", check_reset, gives="reset"),
-    sr.Check("env:batched-seeds", check_batched_seeds),
-    sr.Check("env:check_env_specs", check_specs),
-    sr.Check("env:rollout-next-keys-in-spec", check_rollout),
-    sr.Check("env:batched-input", check_batched_input),
-    sr.Check("env:seed-reproducible", check_seed),
-    sr.Check("env:seed-global-rng", check_global_rng),
-    sr.Check("env:time-limit-as-truncation", check_time_limit),
-    sr.Check("env:transforms", check_transforms),
-    sr.Check("env:transform-keeps-env-state", check_transform_state),
+    sr.Check("target:static-main-guard", check_static, gives="guarded",
+             proves="nothing that runs on import starts a process, loops, rolls out, collects or trains"),
+    sr.Check("target:build", check_build, gives="env", proves="the factory builds a torchrl EnvBase (and its workers start)"),
+    sr.Check("env:root-spec-shapes", check_root_shapes, proves="every root Composite spec is shaped env.batch_size"),
+    sr.Check("env:gym-vector-autoreset", check_gym_autoreset, proves="a wrapped gymnasium VectorEnv autoresets in a mode torchrl handles"),
+    sr.Check("env:reset-output", check_reset, gives="reset",
+             proves="env.reset() returns every observation key, no reward, transforms applied, on env.batch_size"),
+    sr.Check("env:batched-seeds", check_batched_seeds, proves="the copies of a batched env start from different random states"),
+    sr.Check("env:check_env_specs", check_specs, proves="check_env_specs(env, seed=0) passes over the spec leaves"),
+    sr.Check("env:rollout-next-keys-in-spec", check_rollout, proves="every spec leaf is under 'next' of a rollout, with the spec's dtype, shape and bounds"),
+    sr.Check("env:batched-input", check_batched_input, proves="a [2, ...] tensordict is stepped or rejected as batch_locked says"),
+    sr.Check("env:seed-reproducible", check_seed, proves="two rollouts after set_seed(0) are identical"),
+    sr.Check("env:seed-global-rng", check_global_rng, proves="env.set_seed leaves torch's global RNG unseeded"),
+    sr.Check("env:time-limit-as-truncation", check_time_limit, proves="terminated does not end episodes at one fixed step count"),
+    sr.Check("env:transforms", check_transforms, proves="every transform named by --expect-transform is attached"),
+    sr.Check("env:transform-keeps-env-state", check_transform_state,
+             proves="no transform rewrites a state key the base env's _step reads back"),
 ]
 
 

@@ -114,6 +114,7 @@ def verify_rollout(env, td, steps: int) -> str:
     sr.expect(bool(init[..., 0].all()) and not bool(init[..., 1:].any()), f"InitTracker is_init {init.tolist()}, expected True at step 0 only")
     floats = [k for k in keys if td.get(k).dtype == torch.float64]
     sr.expect(not floats, f"float64 entries remain after DoubleToFloat: {floats}")
+    sr.evidence(td.numel(), "rollout steps checked")
     return (
         f"rollout {list(td.batch_size)}: {len(need)} keys under 'next', step_count 1..{steps}, "
         f"episode_reward = cumsum(reward), is_init only at step 0, no float64"
@@ -144,6 +145,7 @@ def check_specs(env) -> str:
     from torchrl.envs.utils import check_env_specs
 
     check_env_specs(env, seed=0)
+    sr.evidence(len(list(env.full_observation_spec.keys(True, True))) + len(env.reward_keys) + len(env.done_keys), "spec leaves")
     return f"check_env_specs passed on {type(env).__name__} batch {list(env.batch_size)}"
 
 
@@ -177,11 +179,14 @@ def check_batched_specs(batched_env) -> str:
 
 
 CHECKS = [
-    sr.Check("backend:gymnasium", check_gym_backend),
-    sr.Check("rollout:transformed", check_single, gives="env"),
-    sr.Check("specs:check_env_specs", check_specs, flag="check_specs"),
-    sr.Check("batched:rollout", check_batched, flag="batched", gives="batched_env"),
-    sr.Check("specs:check_env_specs-batched", check_batched_specs, flag="check_specs"),
+    sr.Check("backend:gymnasium", check_gym_backend, proves="gymnasium is importable"),
+    sr.Check("rollout:transformed", check_single, gives="env",
+             proves="every rollout step has its keys under 'next', step_count, episode_reward and is_init as the transforms define"),
+    sr.Check("specs:check_env_specs", check_specs, flag="check_specs", proves="check_env_specs passes over the spec leaves"),
+    sr.Check("batched:rollout", check_batched, flag="batched", gives="batched_env",
+             proves="a batched env's rollout steps hold the same keys and values, and its copies start apart"),
+    sr.Check("specs:check_env_specs-batched", check_batched_specs, flag="check_specs",
+             proves="check_env_specs passes over the batched env's spec leaves"),
 ]
 
 
