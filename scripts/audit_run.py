@@ -20,6 +20,14 @@ collectors) are instrumented too and their events merged into the rows; the run 
 them and names any it could not instrument. Without TARGET it audits the bundled known-good example
 (sub-skills/development-and-testing/assets/modern_example.py). What each row measures:
 references/run-time-audit.md.
+
+--probe asks "does it learn now?": the script runs unmodified once per rung of a ladder of
+probe envs that keep its envs' specs and have known answers (constant reward, observation-
+dependent reward, two steps, action-dependent reward, action-and-observation reward); each
+rung judges the networks of the loss module the script trains against the known value or
+best action at a measured frame budget. Exit 0: every rung passed; 1: a rung failed (its row
+names what that rung isolates and the nearest audit rows); 5: a rung could not be probed
+(the row says why). references/probe-ladder.md.
 """
 
 from __future__ import annotations
@@ -46,17 +54,23 @@ WORKER_BLIND = "the rows saw only the processes that were instrumented"
 
 
 EXIT_5_HELP = ("  5    nothing audited: no check failed, but no optimizer stepped (the training row\n"
-               "       says what budget to ask for)\n")
+               "       says what budget to ask for); with --probe: a rung could not be probed (its row says why)\n")
 
 
 def build_parser():
     parser = sr.make_parser(__doc__, EXAMPLE)
     parser.epilog = parser.epilog.replace("  130 ", EXIT_5_HELP + "  130 ")
-    parser.usage = "%(prog)s [--seconds S] [--max-frames N] [--log FILE] [--json] [TARGET] [-- SCRIPT_ARGS ...]"
+    parser.usage = "%(prog)s [--probe [--probe-seed K]] [--seconds S] [--max-frames N] [--log FILE] [--json] [TARGET] [-- SCRIPT_ARGS ...]"
     parser.add_argument("target", nargs="?", metavar="TARGET", help="train.py, file.py:function or package.module:function (default: the bundled known-good example)")
     parser.add_argument("--seconds", type=sr.number_above(0.0), default=60.0, help="stop the run after this many seconds (default: 60)")
     parser.add_argument("--max-frames", type=sr.int_at_least(1), default=None, metavar="N", help="stop once N frames were collected (at the next collection call)")
     parser.add_argument("--log", type=Path, default=None, metavar="FILE", help="keep a copy of the target's stdout/stderr here")
+    parser.add_argument("--probe", action="store_true",
+                        help="does it learn now? run the script once per rung of the probe ladder (probe envs with its specs and "
+                             "known answers; --max-frames N: frames per rung instead of the measured budget; "
+                             "references/probe-ladder.md)")
+    parser.add_argument("--probe-seed", type=sr.int_at_least(0), default=0, metavar="K",
+                        help="with --probe: add K to every torch.manual_seed the script calls and seed the probe envs with K (default: 0)")
     own_parse = parser.parse_args
 
     def parse_args(argv=None, namespace=None):
@@ -228,6 +242,12 @@ CHECKS = [
 
 
 def run_checks(args, report):
+    if args.probe:  # the probe ladder: its own rows (_audit/ladder.py)
+        from _audit import ladder
+
+        args.default_target = DEFAULT_TARGET
+        ladder.run_checks(args, report)
+        return
     done = sr.run_declared(CHECKS, report, args=args)
     report.nothing_audited = (done.get("observed") or {}).get("nothing_trained")
 

@@ -231,6 +231,11 @@ def main() -> None:
     cfg = json.loads(Path(sys.argv[1]).read_text())
     _follow_parent(cfg.get("parent_pid"), Path(sys.argv[1]).parent)
     probe, patches, detectors = _import_auditor()
+    if cfg.get("probe"):  # audit_run.py --probe: one rung of the ladder, judged by ladder_child; no detector rows
+        from _audit import ladder_child
+
+        ladder_child.configure(cfg["probe"])
+        detectors = [ladder_child]
     # A snapshot is an atomic file replace (tens of ms on some file systems): every 5 s is
     # enough, since the parent reads the file once the child ended (or was killed).
     hub = probe.Hub(Path(cfg["out"]), cfg.get("max_frames"), float(cfg["seconds"]), snapshot_every=5.0)
@@ -272,6 +277,8 @@ def main() -> None:
         signal.signal(signal.SIGUSR1, signal.SIG_IGN)
         if hub.end.get("how") == "finished":
             hub.end["workers_alive"] = _workers_alive()
+        with contextlib.suppress(Exception):
+            hub.emit("target_ended")  # the probe ladder judges a script that ended before its budget
         with contextlib.suppress(Exception):
             hub.snapshot()
         sys.stdout.flush()

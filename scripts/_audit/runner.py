@@ -176,17 +176,19 @@ def fork_child(config: Path, log: Path, env: dict):
 START = start_child
 
 
-def run(target: str, script_args: list[str], seconds: float, max_frames: int | None, log_copy: Path | None = None) -> Outcome:
+def run(target: str, script_args: list[str], seconds: float, max_frames: int | None, log_copy: Path | None = None,
+        extra: dict | None = None) -> Outcome:
     """Run TARGET (a spec _user_code.parse_target accepts) under the auditor and return the
     :class:`Outcome`. ``seconds``: the run's budget; the child stops itself at its next
     checkpoint past it, its watchdog stops a stuck main thread at ``seconds + grace``, and
-    this function kills the process group 120 s after that (the import of torchrl, not counted in the budget, can take that long on a loaded machine)."""
+    this function kills the process group 120 s after that (the import of torchrl, not counted in the budget, can take that long on a loaded machine).
+    ``extra``: more entries of the child's config (``{"probe": ...}``: one rung of the probe ladder, ladder_child.py)."""
     tmp = Path(tempfile.mkdtemp(prefix=TMP_PREFIX))
     started = time.monotonic()
     try:
         out, log = tmp / "observed.json", tmp / "output.log"
         cfg = {"target": target, "script_args": script_args, "out": str(out), "max_frames": max_frames, "seconds": seconds,
-               "workers_dir": str(tmp / "workers"), "parent_pid": os.getpid()}
+               "workers_dir": str(tmp / "workers"), "parent_pid": os.getpid(), **(extra or {})}
         (tmp / "config.json").write_text(json.dumps(cfg))
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
         proc = START(tmp / "config.json", log, env)

@@ -1,0 +1,422 @@
+"""One rung of the probe ladder, inside the audited child (child.py installs it with --probe).
+
+Every leaf env the script builds gets the rung's dynamics (probe_env.py); the run stops at
+the rung's frame budget (ladder_rungs.frames, by the family of the first loss module built;
+a ``Collector`` whose ``total_frames`` is smaller is extended to it), or when the script
+ends; then the networks of the loss module the script called most are judged against the
+rung's known answer and the verdict goes to the ``ladder`` section:
+
+- values (rungs 1-3): the critic of the loss (``critic_network`` of PPO/A2C,
+  ``qvalue_network`` of SAC/TD3 over its stacked copies, ``value_network`` of DQN/DDPG),
+  run with the loss's own parameters (``loss.<name>_params.to_module``: SAC and TD3 train
+  copies, not the module the script built) on the observation the script's env returns
+  for a known probe state (its transforms applied);
+- actions (rungs 4-5): the policy's deterministic action (``actor_network``, or the greedy
+  action of a Q-network) stepped through the script's env; the probe's reward for it, as
+  the leaf env received it (after the script's action transforms), against the best, 1.
+
+``gamma`` is read from the last value estimator that ran (``GAE.__call__``, or
+``value_estimate`` inside DQN/SAC/TD3/DDPG losses), else the loss's ``value_estimator``.
+``seed`` shifts every ``torch.manual_seed(s)`` the script makes to ``s + seed`` and seeds the
+probe's own generator, so that runs with different seeds are independent draws.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+from . import ladder_rungs as lr
+from . import probe_env
+
+NAME = "ladder"
+CONFIG: dict = {}
+
+
+def configure(cfg: dict) -> None:
+    """``{"rung": 1..5, "seed": int, "frames": int or None, "trace": int or None}`` (frames:
+    the rung's budget instead of the family's; trace: judge every this many frames too, for
+    measuring budgets)."""
+    CONFIG.clear()
+    CONFIG.update(cfg)
+
+
+def install(hub) -> None:
+    import torch
+    from torchrl.objectives.value import ValueEstimatorBase
+
+    from .patches import wrap
+    from .probe import AuditStop
+
+    rung, seed = int(CONFIG["rung"]), int(CONFIG.get("seed", 0))
+    sec = hub.section(NAME)
+    sec.update(rung=rung, seed=seed, leaves=0, leaf_types=[], verdict=None, error=None, unsupported=None, budget=None)
+    st = {"losses": {}, "calls": {}, "collectors": [], "envs": [], "steps": {}, "dyn": [], "gamma": None,
+          "judged": False, "judging": False, "family": None}
+
+    if seed:
+        orig_seed = torch.manual_seed
+
+        def manual_seed(s):
+            return orig_seed(int(s) + seed)
+
+        torch.manual_seed = manual_seed
+
+    def budget(fam: str) -> int:
+        return int(CONFIG.get("frames") or lr.frames(fam, rung))
+
+    def env_built(env, site, by_user):
+        st["envs"].append(weakref.ref(env))
+        if probe_env.is_leaf(env):
+            st["dyn"].append(probe_env.attach(env, rung, seed))
+            sec["leaves"] += 1
+            if type(env).__name__ not in sec["leaf_types"]:
+                sec["leaf_types"].append(type(env).__name__)
+
+    def env_step(env, out):
+        st["steps"][id(env)] = st["steps"].get(id(env), 0) + 1
+
+    def loss_built(loss, site):
+        fam = lr.family(type(loss).__name__)
+        if st["family"] is None or (st["family"] == "other" and fam != "other"):
+            st["family"] = fam
+            hub.max_frames = budget(fam)
+            sec["budget"] = hub.max_frames
+            for ref in st["collectors"]:
+                _extend(ref(), hub.max_frames)
+
+    def loss_forward(loss, td, out):
+        st["losses"][id(loss)] = weakref.ref(loss)
+        st["calls"][id(loss)] = st["calls"].get(id(loss), 0) + 1
+
+    def collector_built(col, site):
+        st["collectors"].append(weakref.ref(col))
+        _extend(col, hub.max_frames)
+
+    def gamma_of(est, *rest):
+        g = getattr(est, "gamma", None)
+        if g is not None:
+            st["gamma"] = float(g)
+
+    hub.on("env_built", env_built)
+    hub.on("env_step", env_step)
+    hub.on("loss_built", loss_built)
+    hub.on("loss_forward", loss_forward)
+    hub.on("collector_built", collector_built)
+    hub.on("estimator_call", gamma_of)
+    wrap(hub, ValueEstimatorBase, "value_estimate", after=lambda est, a, k, out: gamma_of(est))
+
+    def trace():
+        """Measurement (``trace``: N): judge every N frames without stopping (the frames at
+        which a correct agent first passes and then stays passing)."""
+        every = CONFIG.get("trace")
+        if not every or hub.meta["frames"] < st.get("next_trace", every):
+            return
+        st["next_trace"] = hub.meta["frames"] + every
+        st["judging"] = True
+        try:
+            verdict = _judge(rung, st)
+            sec.setdefault("trace", []).append([hub.meta["frames"], hub.meta["optimizer_steps"], verdict.get("ok"),
+                                                [c.get("got") for c in verdict.get("checks", [])]])
+        except Exception as err:
+            sec.setdefault("trace", []).append([hub.meta["frames"], hub.meta["optimizer_steps"], None, f"{type(err).__name__}: {err}"[:200]])
+        finally:
+            st["judging"] = False
+
+    def judge_once():
+        if st["judged"]:
+            return
+        st["judged"] = True
+        st["judging"] = True
+        try:
+            sec["verdict"] = _judge(rung, st)
+        except probe_env.ProbeUnsupported as err:
+            sec["unsupported"] = str(err)
+        except Exception as err:  # reported, never raised into the user's run
+            sec["error"] = f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
+        finally:
+            st["judging"] = False
+            sec["frames"] = hub.meta["frames"]
+            sec["optimizer_steps"] = hub.meta["optimizer_steps"]
+            sec["ends"] = sum(d.ends for d in st["dyn"])
+
+    own_checkpoint = hub.checkpoint
+
+    def checkpoint(collecting: bool) -> None:
+        if st["judging"]:  # the judge's own resets and steps are not the script's collection
+            return
+        try:
+            own_checkpoint(collecting)
+        except AuditStop:
+            judge_once()
+            raise
+        if collecting:
+            trace()
+
+    hub.checkpoint = checkpoint
+    hub.on("target_ended", judge_once)
+
+    def unsupported_guard(env, out):  # a spec the probe cannot carry: stop at once, exit 5
+        for dyn in st["dyn"]:
+            if dyn.space is None:
+                try:
+                    dyn._ensure()
+                except probe_env.ProbeUnsupported as err:
+                    sec["unsupported"] = str(err)
+                    st["judged"] = True
+                    hub.stop_reason = "probe-unsupported"
+                    raise AuditStop("probe-unsupported") from None
+
+    hub.on("env_reset", unsupported_guard)
+
+
+def _extend(col, frames) -> None:
+    """Raise a collector's ``total_frames`` to the rung's budget (the ladder owns the length)."""
+    total = getattr(col, "total_frames", None)
+    if col is None or frames is None or not isinstance(total, int) or total <= 0 or total >= frames:
+        return
+    per = int(getattr(col, "frames_per_batch", 0) or getattr(col, "requested_frames_per_batch", 0) or 1)
+    col.total_frames = -(-frames // per) * per + per
+
+
+# --- judging ----------------------------------------------------------------------------
+def _top_env(st):
+    """The env the policy sees: the last collector's env, else the outermost env stepped most."""
+    from torchrl.envs import TransformedEnv
+
+    for ref in reversed(st["collectors"]):
+        col = ref()
+        env = getattr(col, "env", None) if col is not None else None
+        if env is not None and _has_probe(env):
+            return env
+    envs = [e for e in (r() for r in st["envs"]) if e is not None]
+    inner = set()
+    for env in envs:
+        if isinstance(env, TransformedEnv):
+            inner.add(id(env.base_env))
+        for sub in getattr(env, "_envs", None) or []:
+            inner.add(id(sub))
+    outer = [e for e in envs if id(e) not in inner and _has_probe(e)]
+    if not outer:
+        raise RuntimeError("no env built by the script carries the probe")
+    return max(outer, key=lambda e: st["steps"].get(id(e), 0))
+
+
+def _leaves(env):
+    from torchrl.envs import TransformedEnv
+
+    if isinstance(env, TransformedEnv):
+        return _leaves(env.base_env)
+    subs = getattr(env, "_envs", None)
+    if subs:
+        return [leaf for sub in subs for leaf in _leaves(sub)]
+    return [env] if hasattr(env, "_probe_dynamics") else []
+
+
+def _has_probe(env) -> bool:
+    try:
+        return bool(_leaves(env))
+    except Exception:
+        return False
+
+
+def _observe(top, leaves, state: float, steps: int = 0):
+    """The root TensorDict the script's env gives for probe ``state`` (after ``steps`` random steps)."""
+    from torchrl.envs.utils import step_mdp
+
+    for leaf in leaves:
+        leaf._probe_dynamics.force = state
+    try:
+        td = top.reset()
+        for _ in range(steps):
+            td = step_mdp(top.rand_step(td), keep_other=True)
+    finally:
+        for leaf in leaves:
+            leaf._probe_dynamics.force = None
+    return td
+
+
+def _run(loss, name: str, td):
+    """``[outputs]`` of ``loss.<name>`` run with the loss's own parameters (one per stacked copy)."""
+    net = getattr(loss, name)
+    params = getattr(loss, f"{name}_params", None)
+    if params is None:
+        return [net(td.clone())]
+    if params.batch_dims:
+        outs = []
+        for i in range(params.batch_size[0]):
+            with params[i].to_module(net):
+                outs.append(net(td.clone()))
+        return outs
+    with params.to_module(net):
+        return [net(td.clone())]
+
+
+def _has_net(loss, name: str) -> bool:
+    return getattr(loss, name, None) is not None and getattr(loss, f"{name}_params", None) is not None or \
+        (name == "critic_network" and getattr(loss, name, None) is not None)
+
+
+VALUE_KEYS = ("state_action_value", "action_value", "chosen_action_value", "state_value")
+
+
+def _policy(loss, td):
+    """The td with the policy's action (deterministic exploration) written in."""
+    if _has_net(loss, "actor_network"):
+        return _run(loss, "actor_network", td)[0]
+    if _has_net(loss, "value_network"):
+        out = _run(loss, "value_network", td)[0]
+        if "action" in out.keys():
+            return out
+    raise RuntimeError(f"{type(loss).__name__} has no actor_network or Q-network to read actions from")
+
+
+def _values(loss, td):
+    """``(values, per_action)``: the critic's value of each row (a ``[rows]`` tensor,
+    averaged over stacked copies and, for a Q-table, over actions), and the Q-table
+    ``[rows, n]`` where the critic has one (else None)."""
+    import torch
+
+    keys = getattr(loss, "tensor_keys", None)
+    if _has_net(loss, "critic_network"):
+        outs = _run(loss, "critic_network", td)
+        key = getattr(keys, "value", "state_value")
+        return torch.stack([o.get(key).reshape(-1) for o in outs]).mean(0), None
+    for name in ("qvalue_network", "value_network"):
+        if not _has_net(loss, name):
+            continue
+        net = getattr(loss, name)
+        action_key = getattr(keys, "action", "action")
+        needs_action = action_key in getattr(net, "in_keys", [])
+        src = _policy(loss, td) if needs_action else td
+        outs = _run(loss, name, src.select(*[k for k in net.in_keys if k in src.keys(True)]) if needs_action else src)
+        for key in VALUE_KEYS:
+            if key in outs[0].keys():
+                v = torch.stack([o.get(key).float() for o in outs]).mean(0)
+                if key == "action_value":
+                    table = v.reshape(-1, v.shape[-1])
+                    return table.mean(-1), table
+                return v.reshape(-1), None
+        raise RuntimeError(f"{type(loss).__name__}.{name} wrote none of {VALUE_KEYS}")
+    raise RuntimeError(f"{type(loss).__name__} has no critic_network, qvalue_network or value_network")
+
+
+def _soft_bonus(loss, td) -> float:
+    """SAC's entropy term in its value target, alpha x H(pi(.|s)): its Q-values include it."""
+    import torch
+    from torchrl.envs.utils import ExplorationType, set_exploration_type
+
+    alpha = getattr(loss, "_alpha", None)
+    if alpha is None or not _has_net(loss, "actor_network"):
+        return 0.0
+    actor, params = loss.actor_network, loss.actor_network_params
+    with params.to_module(actor), set_exploration_type(ExplorationType.RANDOM):
+        dist = actor.get_dist(td.clone())
+        if hasattr(dist, "probs") and dist.probs is not None and not hasattr(dist, "rsample"):
+            p = dist.probs.clamp_min(1e-8)
+            h = -(p * p.log()).sum(-1).mean()
+        else:
+            sample = dist.sample((64,))
+            h = -dist.log_prob(sample).float().mean()
+    return float(alpha) * float(h)
+
+
+def _step_reward(top, leaves, td) -> float:
+    """Step the script's env with the action in ``td``; the probe's reward as the leaves paid it."""
+    top.step(td.select(*[k for k in td.keys(True, True) if k != "next"]))
+    rewards = [leaf._probe_dynamics.last_reward for leaf in leaves]
+    return float(sum(float(r.float().mean()) for r in rewards) / len(rewards))
+
+
+def _judge(rung: int, st) -> dict:
+    """The rung's verdict; the probe leaves' episode state is put back after (the judge's
+    resets and steps happen between two steps of the script's collection)."""
+    saved = [(d, d.state, d.t, d.last_action, d.last_index, d.last_reward) for d in st["dyn"] if d.space is not None]
+    try:
+        return _judge_now(rung, st)
+    finally:
+        for d, *values in saved:
+            d.state, d.t, d.last_action, d.last_index, d.last_reward = values
+
+
+def _judge_now(rung: int, st) -> dict:
+    import torch
+    from torchrl.envs.utils import ExplorationType, set_exploration_type
+
+    live = {k: r() for k, r in st["losses"].items()}
+    live = {k: v for k, v in live.items() if v is not None}
+    if not live:
+        return {"ok": None, "reason": "no loss module was called: the ladder judges the networks of the loss module the script trains"}
+    loss = live[max(live, key=lambda k: st["calls"].get(k, 0))]
+    top = _top_env(st)
+    leaves = _leaves(top)
+    fam = lr.family(type(loss).__name__)
+    gamma = st["gamma"]
+    if gamma is None:
+        with torch.no_grad():
+            gamma = float(getattr(getattr(loss, "value_estimator", None), "gamma", float("nan")))
+    checks = []
+
+    def value_check(what, got, want, tol=lr.VALUE_TOL):
+        checks.append({"what": what, "got": round(got, 3), "want": round(want, 3), "tol": tol, "ok": abs(got - want) <= tol})
+
+    with torch.no_grad(), set_exploration_type(ExplorationType.DETERMINISTIC):
+        if rung in (1, 2, 3):
+            states = {1: [("V(s)", 1.0, 0, 1.0)], 2: [("V(+)", 1.0, 0, 1.0), ("V(-)", -1.0, 0, -1.0)],
+                      3: [("V(B)", -1.0, 1, 1.0), ("V(A)", -1.0, 0, None)]}[rung]
+            for what, state, steps, want in states:
+                td = _observe(top, leaves, state, steps)
+                v, _ = _values(loss, td)
+                if want is None:  # V(A) = gamma x (V(B) + SAC's entropy term at B)
+                    td_b = _observe(top, leaves, -1.0, 1)
+                    with torch.enable_grad():
+                        bonus = _soft_bonus(loss, td_b)
+                    want = gamma * (1.0 + bonus)
+                    if bonus:
+                        checks.append({"what": "alpha x H(B)", "got": round(bonus, 3), "info": True, "ok": True})
+                value_check(what, float(v.mean()), want)
+            if rung == 3:
+                checks.append({"what": "gamma", "got": round(gamma, 4), "want": f">= {lr.MIN_GAMMA}", "ok": gamma >= lr.MIN_GAMMA})
+        else:
+            for state in ([1.0] if rung == 4 else [1.0, -1.0]):
+                td = _observe(top, leaves, state)
+                acted = _policy(loss, td)
+                reward = _step_reward(top, leaves, acted)
+                sent = leaves[0]._probe_dynamics.last_action
+                label = "s" if rung == 4 else ("+" if state > 0 else "-")
+                space = leaves[0]._probe_dynamics.space
+                if space.n_actions is None:
+                    best = space.best_action(rung, torch.tensor(state)).reshape(-1)
+                    checks.append({"what": f"reward of pi({label})", "got": round(reward, 3), "want": f">= {1 - lr.ACTION_TOL ** 2:.4f}",
+                                   "ok": reward >= 1 - lr.ACTION_TOL ** 2,
+                                   "action": [round(float(x), 3) for x in sent.reshape(-1)[:4]], "best": [round(float(x), 3) for x in best[:4]]})
+                else:
+                    best = int(space.best_action(rung, torch.tensor(state)))
+                    got = int(leaves[0]._probe_dynamics.last_index.reshape(-1)[0])
+                    checks.append({"what": f"greedy action at {label}", "got": got, "want": best, "ok": reward >= 1.0})
+                    checks.append(_discrete_margin(loss, td, best, label))
+    return {"ok": all(c["ok"] for c in checks), "checks": checks, "loss": type(loss).__name__, "family": fam,
+            "gamma": gamma, "env": type(top).__name__}
+
+
+def _discrete_margin(loss, td, best: int, label: str) -> dict:
+    """A discrete policy right by luck (1 in n) is not learning: a Q-network needs Q(best) -
+    Q(other) >= Q_GAP (known gap 1); a stochastic actor samples the best action in at least
+    SAMPLED_BEST of 256 draws."""
+    import torch
+    from torchrl.envs.utils import ExplorationType, set_exploration_type
+
+    if not _has_net(loss, "actor_network"):
+        _, table = _values(loss, td)
+        if table is None:
+            return {"what": f"Q gap at {label}", "got": None, "ok": True, "info": True}
+        q = table.mean(0)
+        other = torch.cat([q[:best], q[best + 1:]]).max()
+        gap = float(q[best] - other)
+        return {"what": f"Q(best) - Q(other) at {label}", "got": round(gap, 3), "want": f">= {lr.Q_GAP}", "ok": gap >= lr.Q_GAP}
+    big = td.expand(256, *td.batch_size).clone() if td.batch_dims == 0 else td.reshape(-1)[:1].expand(256).clone()
+    with set_exploration_type(ExplorationType.RANDOM):
+        out = _run(loss, "actor_network", big)[0]
+    action = out.get(getattr(getattr(loss, "tensor_keys", None), "action", "action"))
+    index = action.argmax(-1) if action.dtype in (torch.bool,) or (action.shape[-1] > 1) else action.reshape(256, -1)[:, 0]
+    share = float((index.reshape(-1) == best).float().mean())
+    return {"what": f"sampled best action at {label}", "got": round(share, 3), "want": f">= {lr.SAMPLED_BEST}", "ok": share >= lr.SAMPLED_BEST}

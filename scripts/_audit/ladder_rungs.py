@@ -1,0 +1,70 @@
+"""The probe ladder's rungs as data: what each isolates, its known answer, its frame budget.
+
+Shared by the child (ladder_child.py: the budget it stops at, the answers it judges) and
+the parent (ladder.py: the rows). The dynamics are in probe_env.py. Budgets are collected
+frames per rung, measured on the bundle's known-good recipes (references/probe-ladder.md
+gives the runs and pass rates); a family missing from ``FRAMES`` gets ``DEFAULT_FRAMES``.
+"""
+
+from __future__ import annotations
+
+RUNGS = {
+    1: {"name": "constant-reward",
+        "answer": "V(s) = 1 (one step, reward 1)",
+        "isolates": "value/critic regression or the optimizer (a critic never trained or never stepped, a value target that "
+                    "bootstraps past the end of an episode, a learning rate too small)",
+        "rows": ["optimizer-coverage", "grad-norms", "value-range", "target-network"]},
+    2: {"name": "observation-reward",
+        "answer": "V(+) = 1, V(-) = -1 (one step, reward = the state)",
+        "isolates": "the critic's view of the observation (the observation keys the critic reads, a transform that "
+                    "blanks or mixes observations, the batch the critic is fitted on)",
+        "rows": ["transforms", "info:observation-scale", "batched-layout"]},
+    3: {"name": "two-step",
+        "answer": "V(B) = 1 and V(A) = gamma x V(B) (reward 0 at A, then 1 at B, which terminates)",
+        "isolates": "discounting, bootstrapping and done handling (gamma, the terminated/truncated flags the value "
+                    "target reads, the next-state values, the target network)",
+        "rows": ["time-limit", "target-network", "batched-layout", "value-range"]},
+    4: {"name": "action-reward",
+        "answer": "the policy's action earns reward 1 (best action: a quarter of the range from the low bound; discrete: the last)",
+        "isolates": "the policy gradient, exploration and action scaling (the advantage's sign, the log-prob the "
+                    "loss weighs, actions clipped or rescaled before the env, exploration noise)",
+        "rows": ["policy-update", "action-bounds", "env-actions", "exploration", "policy-distribution"]},
+    5: {"name": "action-observation",
+        "answer": "the policy's action earns reward 1 in both states (best action: +/- a quarter of the range from the centre)",
+        "isolates": "credit assignment from observation to action (the actor's view of the observation, the "
+                    "advantage or Q-value per state, the actor's input keys)",
+        "rows": ["policy-update", "batched-layout", "exploration"]},
+}
+
+# The family of a loss module, by its class name (torchrl 0.14.1 torchrl/objectives).
+FAMILIES = {
+    "ClipPPOLoss": "ppo", "PPOLoss": "ppo", "KLPENPPOLoss": "ppo", "A2CLoss": "ppo", "ReinforceLoss": "ppo",
+    "SACLoss": "sac", "DiscreteSACLoss": "sac", "TD3Loss": "td3", "DDPGLoss": "ddpg",
+    "DQNLoss": "dqn", "DoubleDQNLoss": "dqn",
+}
+
+# Collected frames per rung and family (see the module docstring).
+FRAMES = {
+    "ppo": {1: 6144, 2: 6144, 3: 8192, 4: 8192, 5: 8192},
+    "dqn": {1: 2000, 2: 2000, 3: 3000, 4: 2000, 5: 3000},
+    "sac": {1: 1500, 2: 1500, 3: 2000, 4: 2000, 5: 2500},
+    "td3": {1: 1500, 2: 1500, 3: 2000, 4: 2000, 5: 2500},
+    "ddpg": {1: 1500, 2: 1500, 3: 2000, 4: 2000, 5: 2500},
+}
+DEFAULT_FRAMES = 8192
+
+VALUE_TOL = 0.25  # |V - known| on rewards of magnitude 1
+ACTION_TOL = 0.25  # |a - best| / half-width, read as the reward the probe pays: >= 1 - ACTION_TOL**2
+SAMPLED_BEST = 0.6  # a stochastic discrete actor: share of sampled actions at the best one
+Q_GAP = 0.5  # a Q-network: Q(best) - Q(other), known gap 1
+MIN_GAMMA = 0.5  # below it no reward reaches the state before (gamma=0 is a bandit)
+
+
+def family(loss_class: str) -> str:
+    """``"ppo"``, ``"sac"``, ... for a loss class name; ``"other"`` for one not listed."""
+    return FAMILIES.get(loss_class, "other")
+
+
+def frames(fam: str, rung: int) -> int:
+    """The rung's frame budget for a family."""
+    return FRAMES.get(fam, {}).get(rung, DEFAULT_FRAMES)
