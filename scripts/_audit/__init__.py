@@ -10,13 +10,13 @@ Two halves that never import each other's heavy parts:
   budget, reads the summaries and hands them to each detector's ``judge(obs)``.
 
 ``DETECTORS`` lists the modules of the rows that can fail, in report order (``CAUSES``: the
-cause detectors, ``EFFECTS``: the effect monitors, ``LLM``: the LLM training-loop rows),
+cause detectors, ``INVARIANTS``: the invariants of a training loop, ``EFFECTS``: the effect monitors, ``LLM``: the LLM training-loop rows),
 ``INFO`` the modules of information rows (never a fault); each one has ``NAME`` (its report
 row), ``install(hub)`` (child side; imports torch inside) and ``judge(obs)`` (parent side;
 returns the pass detail or raises ``skill_report.CheckFailed``/``CheckSkipped``).
 """
 
-# Report order: the cause detectors, the effect monitors, the LLM rows, then the info rows
+# Report order: the cause detectors, the invariants, the effect monitors, the LLM rows, then the info rows
 # (audit_run.CHECKS; the table of references/run-time-audit.md follows it).
 CAUSES = [
     "d_training",  # first: whether anything was trained at all (exit 5 when not), and the early stop
@@ -31,6 +31,16 @@ CAUSES = [
     "d_prioritized_replay",
     "d_episode_stats",
     "d_env_seeding",
+]
+# Invariants of a correct training loop, judged from what the run does, for any loss and any
+# loop: gradients, learning rate, the acting module, where the data comes from, the value
+# estimator's flags and discount.
+INVARIANTS = [
+    "v_grad_flow",
+    "v_learning_rate",
+    "v_acting_module",
+    "v_data_freshness",
+    "v_value_estimator",
 ]
 # Effect monitors: a fault named by what it does (what the env receives, the policy's
 # distribution, gradients, values, rewards), whatever its cause.
@@ -47,7 +57,7 @@ EFFECTS = [
 ]
 # LLM training loops (GRPOLoss/SFTLoss, TransformersWrapper, LLMCollector); each skips when none ran
 LLM = ["l_ratio", "l_mask", "l_groups", "l_kl", "l_reward"]
-DETECTORS = CAUSES + EFFECTS + LLM  # every row that can fail, in report order
+DETECTORS = CAUSES + INVARIANTS + EFFECTS + LLM  # every row that can fail, in report order
 INFO = ["i_update_to_data", "i_observation_scale"]  # information rows (never a fault), printed last
 
 

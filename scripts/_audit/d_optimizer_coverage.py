@@ -124,6 +124,18 @@ def _sites(optimizers: list[dict]) -> str:
     return ", ".join(dict.fromkeys(o.get("site", "?") for o in optimizers))
 
 
+def _cleared_before_step(obs: dict) -> str:
+    """What grad-flow measured when gradients backward() wrote were cleared before step(),
+    or "": the fix text then names the order, not the optimizer's tensors."""
+    for o in obs["sections"].get("grad-flow", {}).get("optimizers", []):
+        first = o.get("first", {}).get("cleared")
+        if first and o.get("cleared", 0) >= 0.5 * max(o.get("judged", 1), 1):
+            zero = f" by zero_grad() at {first['zero_site']}" if first.get("zero_site") else ""
+            return (f"they were cleared{zero} between backward() at {first.get('backward_site') or '?'} and step() at "
+                    f"{first['step_site']} ({o['cleared']} of {o['judged']} steps)")
+    return ""
+
+
 def judge(obs: dict) -> str:
     sec = obs["sections"].get(NAME, {})
     stepping = [o for o in sec.get("optimizers", []) if o["steps"]]
@@ -139,8 +151,14 @@ def judge(obs: dict) -> str:
                 f"fix: build the optimizer stepped at {_sites(stepping)} from the loss, torch.optim.Adam(loss.parameters(), lr=...), "
                 f"{_per_network(loss['missing'])}or add those tensors to a group"
             )
+    cleared = _cleared_before_step(obs)
     for i, o in enumerate(stepping):
-        if o["n_never_grad"]:
+        if o["n_never_grad"] and cleared:  # measured: backward wrote them, zero_grad() removed them before step()
+            faults.append(
+                f"{o['cls']} #{i} stepped {o['steps']} times (at {o.get('site', '?')}) and holds {o['n_never_grad']} tensors with no gradient at "
+                f"its steps, although backward() wrote one: {cleared}; see the grad-flow row; fix: call zero_grad() before "
+                "backward(), in the order zero_grad(), backward(), step()")
+        elif o["n_never_grad"]:
             faults.append(
                 f"{o['cls']} #{i} stepped {o['steps']} times (at {o.get('site', '?')}) and holds {o['n_never_grad']} tensors ({o['never_grad_numel']} values) "
                 f"that never received a gradient: {_short(o['never_grad'])}; they are outside every loss's graph "

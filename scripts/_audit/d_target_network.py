@@ -37,12 +37,16 @@ from .evidence import need
 
 NAME = "target-network"
 MIN_STEPS = 8
+MIN_LAG = 3.0  # optimizer steps: a target closer than this follows the online net almost at once
+MIN_LAGS = 5  # sampled lag measurements before the lag is judged
+LAG_KEEP = 40
 FIX_UPDATER = "build the updater once, after the loss: updater = SoftUpdate(loss, tau=0.005) (or HardUpdate(loss, value_network_update_interval=N)), then call updater.step() after each optimizer.step()"
 
 
 def install(hub) -> None:
     import torch
 
+    from . import gradstats
     from .probe import user_site
     from .tdtools import param_sample
 
@@ -86,6 +90,17 @@ def install(hub) -> None:
             info["changes"].append(info["steps"])
             info["snap"] = snap
 
+    def lag(info, src):
+        """The target's lag in optimizer steps: its distance to the online weights (before
+        this step's updater call) over the online weights' movement in this step."""
+        prev, info["prev_src"] = info.get("prev_src"), src
+        if prev is None or not gradstats.sampled(info["steps"]):
+            return
+        moved = float((src - prev).norm())
+        if moved > 0:
+            dist = float((param_sample([t for t, _ in info["pairs"]]) - src).norm())
+            info["lags"] = (info.get("lags", []) + [dist / moved])[-LAG_KEEP:]
+
     def on_forward(loss, td, out):
         info = track(loss)
         if info is None:
@@ -110,8 +125,10 @@ def install(hub) -> None:
             if per_opt[id(opt)] <= info["steps"]:
                 continue
             info["steps"] = per_opt[id(opt)]
+            src = param_sample([s for _, s in info["pairs"]])
             if not info["source_moved"]:
-                info["source_moved"] = not torch.equal(param_sample([s for _, s in info["pairs"]]), info["source0"])
+                info["source_moved"] = not torch.equal(src, info["source0"])
+            lag(info, src)
             observe(info)
 
     def on_updater(upd, site):
@@ -146,7 +163,8 @@ def install(hub) -> None:
             observe(info)  # a copy made by hand after the last optimizer step
             losses.append({k: info[k] for k in ("cls", "site", "steps", "forwards", "forwards_after", "equal", "built_updaters", "source_moved")}
                           | {"id": key, "changes": info["changes"][:200], "n_changes": len(info["changes"]),
-                             "optimizers": [{"steps": n, "site": opt_sites.get(k, "?")} for k, n in info["per_opt"].items()]})
+                             "optimizers": [{"steps": n, "site": opt_sites.get(k, "?")} for k, n in info["per_opt"].items()],
+                             "lags": [round(x, 3) for x in info.get("lags", [])]})
         ups = []
         for u in updaters.values():
             obj = u["ref"]()
@@ -200,7 +218,48 @@ def _rate_fault(loss: dict, u: dict, stepped: int) -> str:
             "not once per batch or every few updates")
 
 
+def _implied(u: dict | None) -> tuple[float | None, str]:
+    """The lag in optimizer steps the updater's coefficient implies, and how: a SoftUpdate
+    moves the target by tau of the gap per step, so it trails by about 1/tau = 1/(1-eps) steps;
+    a HardUpdate copying every N+1 steps trails by (N+2)/2 on average."""
+    if u is None:
+        return None, "updated by hand"
+    if "interval" in u:
+        n = int(u["interval"])
+        return (n + 2) / 2, f"HardUpdate copies every {n + 1} steps: about {(n + 2) / 2:g} on average"
+    tau = u.get("tau")
+    if tau:
+        return 1 / tau, f"tau={tau:g} (eps={1 - tau:g}): about 1/tau = {1 / tau:.3g}"
+    return None, "coefficient unknown"
+
+
 def _judge_loss(loss: dict, updaters: list[dict]) -> tuple[bool | None, str]:
+    """``_judge_rates`` plus the lag: a target that trails its online net by fewer than
+    MIN_LAG optimizer steps (its distance to the online weights over their movement per step)
+    follows it almost at once, whatever rate its updater is stepped at."""
+    import statistics
+
+    ok, text = _judge_rates(loss, updaters)
+    if ok is not True:
+        return ok, text
+    mine = [u for u in updaters if u["loss"] == loss["id"]]
+    implied, how = _implied(mine[0] if mine else None)
+    lags = loss.get("lags", [])
+    if len(lags) < MIN_LAGS:
+        return True, f"{text}; lag not measured ({len(lags)} sampled steps with movement, {MIN_LAGS} needed)"
+    lag = statistics.median(lags[len(lags) // 2:])
+    if lag < MIN_LAG:
+        return False, (f"{text}; yet the target trails the online net by only {lag:.2f} optimizer steps (its distance to the online "
+                       f"weights over their movement per step, median of the last {len(lags) - len(lags) // 2} sampled steps; {how} steps): "
+                       "it follows the online net almost at once, so the bootstrapped target moves with every update; fix: "
+                       "SoftUpdate(loss, tau=0.005) (tau is the share of the online weights taken per step; eps=1-tau), "
+                       "or HardUpdate(loss, value_network_update_interval=N) with N in the hundreds or more")
+    steady = "" if implied is None or lag >= 0.5 * implied else f" (still building up toward it: the lag grows over ~{implied:.3g} steps)"
+    return True, (f"{text}; the target trails the online net by about {lag:.3g} optimizer steps (distance / movement per step, median of "
+                  f"{len(lags) - len(lags) // 2} sampled steps; {how} steps){steady}")
+
+
+def _judge_rates(loss: dict, updaters: list[dict]) -> tuple[bool | None, str]:
     """``(ok, sentence)`` for one loss with target parameters and MIN_STEPS optimizer steps;
     ``ok`` is None when the run could not show it either way (its online weights never moved)."""
     mine = [u for u in updaters if u["loss"] == loss["id"]]

@@ -66,7 +66,9 @@ def install(hub) -> None:
         for g, group in enumerate(opt.param_groups):
             for i, p in enumerate(group["params"]):
                 t = p.grad if grads else p
-                if t is None or t.is_sparse:
+                # torch._foreach_norm takes floating tensors only: a script may hand its
+                # optimizer an integer buffer (a step counter), which has no gradient norm
+                if t is None or t.is_sparse or not (t.is_floating_point() or t.is_complex()):
                     continue
                 tensors.append(t.detach())
                 labels.append(names.get(id(p)) or f"{type(opt).__name__} #{k} group {g} tensor {i} {tuple(p.shape)}")
