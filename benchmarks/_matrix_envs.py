@@ -50,6 +50,11 @@ class Line:
         return [f"torch=={self.torch}", f"tensordict=={self.tensordict}"] + \
             ([] if self.nightly else [f"torchrl=={self.torchrl}"])
 
+    def install_commands(self) -> list[str]:
+        """What a user runs to get this line's stack (a nightly: its own ``--no-deps`` step)."""
+        first = f"pip install {' '.join(self.pins())}"
+        return [first, f"pip install --no-deps {self.torchrl_dist}=={self.torchrl}"] if self.nightly else [first]
+
     @property
     def nightly(self) -> bool:
         return self.torchrl_dist != "torchrl"

@@ -196,7 +196,8 @@ def write(cache: Path, root: Path, defined: dict | None = None) -> None:
         "schema": "torchrl-skill.stack-lines/1",
         "generated_by": "python benchmarks/version_matrix.py --write",
         "lines": {name: {**{d: line["stack"][d] for d in ("torchrl", "tensordict", "torch")},
-                         **({"stand_in": defined[name].stand_in} if name in defined and defined[name].stand_in else {}),
+                         **({"stand_in": defined[name].stand_in, "install": " && ".join(defined[name].install_commands())}
+                            if name in defined and defined[name].stand_in else {}),
                          "install_seconds": line.get("install_seconds"),
                          "matrix": {"date": max(g["date"] for g in line["groups"].values()), "summary": summary(line)}}
                   for name, line in lines.items()},

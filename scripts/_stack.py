@@ -107,10 +107,10 @@ def _beside(entry: str, module: str):
 
 
 def _editable_owner(module: str, pkg_dir: str):
-    """An installed distribution providing ``module`` whose ``direct_url.json`` names a folder
+    """The installed distribution providing ``module`` whose ``direct_url.json`` names a folder
     holding ``pkg_dir`` (``pip install -e``: the dist-info sits in site-packages, the code in
-    the checkout); else the first one providing it by name."""
-    by_name = None
+    the checkout), else None. A distribution of the same name whose files are elsewhere
+    describes another copy of the package (a base install it shadows), so it is not used."""
     for dist in importlib.metadata.distributions():
         if not _provides(dist, module, by_name_only=True):
             continue
@@ -120,8 +120,7 @@ def _editable_owner(module: str, pkg_dir: str):
             url = ""
         if url.startswith("file://") and os.path.abspath(pkg_dir).startswith(os.path.abspath(url[len("file://"):])):
             return dist
-        by_name = by_name or dist
-    return by_name
+    return None
 
 
 def _version_file(pkg_dir: str) -> str | None:
@@ -166,8 +165,8 @@ def detect(module: str) -> Found | None:
     called (``torchrl``, ``torchrl-nightly``, an editable checkout, a local wheel); None
     when it is not importable. Reads, in order: the distribution installed in the same
     sys.path entry as the package (so a ``torchrl-nightly`` in a venv wins over a ``torchrl``
-    of the base interpreter it shadows), a ``version.py`` inside the package, an installed
-    distribution providing it (an editable install's, by its ``direct_url.json``), and last
+    of the base interpreter it shadows), a ``version.py`` inside the package, the editable
+    install whose ``direct_url.json`` names the package's folder, and last
     the imported package's ``__version__`` (the only step that imports it). Cached: call
     ``detect.cache_clear()`` after changing sys.path."""
     try:
@@ -261,8 +260,9 @@ def td_pairing(torchrl_version: str | None, tensordict_version: str | None) -> s
 def tensordict_fix(torchrl_version: str | None) -> str:
     """``pip install 'tensordict<0.15.0,>=0.14.3'``: torchrl's own declared tensordict range
     (its metadata), or its line when the metadata names none (a nightly asks for
-    ``tensordict-nightly``)."""
-    for req in requires("torchrl"):
+    ``tensordict-nightly``). The metadata is read only when it is ``torchrl_version``'s."""
+    found = detect("torchrl")
+    for req in requires("torchrl") if found and found.version == torchrl_version else []:
         name = re.split(r"[\s<>=!~;\[(]", req, maxsplit=1)[0]
         if _canon(name) == "tensordict" and "extra ==" not in req:
             spec = req[len(name):].split(";")[0].strip().strip("()")

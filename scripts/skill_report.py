@@ -71,7 +71,7 @@ import _base  # noqa: E402  (its EVIDENCE list is the running check's count)
 from _cli import EXIT_CODES_HELP, add_device_flag, add_timeout_flag, int_at_least, make_parser, number_above  # noqa: E402,F401
 from _processes import child_processes, leftover_processes  # noqa: E402,F401
 from _stack import SUPPORTED, VERIFIED, installed_version, plain_torchrl_logs, require_stack, stack_versions  # noqa: E402,F401
-from _stack import requires as torchrl_requires, td_pairing, tensordict_fix  # noqa: E402,F401
+from _stack import newest_run_line, requires as torchrl_requires, td_pairing, tensordict_fix  # noqa: E402,F401
 from _stack import _release, bundle_text, clear_bundle_text, line_of, stack_lines, stack_note, take_unverified_mark  # noqa: E402,F401
 
 SCHEMA_ID = "torchrl-skill.report/1"

@@ -28,7 +28,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import BUNDLE, run_main, rows
+from conftest import BUNDLE, load_module, run_main, rows
 
 import _versions
 from _explain import errors as explain_errors, notes as explain_notes
@@ -334,3 +334,46 @@ def test_an_older_float_policy_version_skips_the_bundles_collector_and_fails_a_u
         list(cc._batches(_FloatVersionCollector(), own=True))
     with pytest.raises(sr.CheckFailed, match=r"track_policy_version=False"):
         list(cc._batches(_FloatVersionCollector(), own=False))
+
+
+# ---------------------------------------------------------------------------- live deprecations
+def _marked(module: str, doc: str):
+    def fn():
+        pass
+
+    fn.__module__, fn.__doc__ = module, doc
+    return fn
+
+
+def test_a_deprecated_directive_marks_the_callable_and_an_args_entry_does_not():
+    """The drift scanner reads a deprecation from the installed library's own docstring (the
+    ``.. deprecated:: 0.15`` of tensordict 0.15.3's TensorDictModule.device), so a newer line
+    is covered without a table row; an indented directive under Args marks one parameter only."""
+    _live_api = load_module("development-and-testing/_live_api")
+
+    top = _marked("tensordict.nn.common", "The device.\n\n.. deprecated:: 0.15\n    This property will be removed\n    in 0.17.\n\nMore.")
+    assert _live_api.deprecation(top) == ("0.15", "This property will be removed in 0.17.")
+    assert _live_api.deprecation(property(top)) == ("0.15", "This property will be removed in 0.17.")
+    arg = _marked("tensordict.base", "Load.\n\nArgs:\n    safe (bool): old.\n\n        .. deprecated:: 0.15\n            gone.\n")
+    assert _live_api.deprecation(arg) is None
+    assert _live_api.deprecation(_marked("mypkg.mod", top.__doc__)) is None  # only torchrl/tensordict are read
+
+
+def test_the_scanner_reports_a_live_deprecation_by_name(tmp_path):
+    """On the verified stack torchrl 0.14.1 marks OptimizerHook with a ``.. deprecated::``
+    directive (torchrl/trainers/trainers.py) and no table row names it: the live read finds
+    it by name; its nearest twin, a class with no directive, is clean."""
+    import torchrl.trainers
+
+    _live_api = load_module("development-and-testing/_live_api")
+
+    assert _live_api.deprecation(torchrl.trainers.OptimizerHook) is not None
+    assert _live_api.deprecation(torchrl.trainers.Trainer) is None
+    user = tmp_path / "train.py"
+    user.write_text("from torchrl.trainers import OptimizerHook, Trainer\nhook = OptimizerHook\n")
+    code, report = run_main("development-and-testing/scan_api_drift", str(user))
+    found = [c["detail"] for c in report["checks"] if c["name"] == "drift:deprecated"]
+    assert code == 0 and any("torchrl.trainers.OptimizerHook" in d and "(its docstring)" in d for d in found), found
+    assert not any("Trainer " in d or d.endswith("Trainer") for d in found)
+    code, report = run_main("development-and-testing/scan_api_drift", "--strict", str(user))
+    assert code == 1

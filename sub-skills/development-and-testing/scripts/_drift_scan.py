@@ -287,6 +287,7 @@ class _Scanner(ast.NodeVisitor):
                 return  # attribute of a function or instance: not judged
             parent = found
         else:
+            self._live_deprecation(dotted, found, line)
             return
         if inspect.isclass(parent):
             if load:
@@ -318,6 +319,18 @@ class _Scanner(ast.NodeVisitor):
                           + (installed_version(root) or "?"),
                           note="; ".join(x for x in (gone, hint, "" if where or close else "not in api_changes.json; check the release notes") if x)))
 
+    def _live_deprecation(self, shown: str, obj, line: int) -> None:
+        """A name the installed library marks deprecated in its own docstring
+        (:func:`_live_api.deprecation`): a deprecation finding citing its text."""
+        if not (callable(obj) or isinstance(obj, property)):
+            return
+        marked = live.deprecation(obj)
+        if marked:
+            since, text = marked
+            root = shown.split(".")[0] if shown.split(".")[0] in ROOTS else getattr(obj, "__module__", "torchrl").split(".")[0]
+            self._add(Finding(self.path, line, "deprecated", shown, None, f"deprecated{' ' + since if since else ''} in "
+                              f"installed {root} {installed_version(root) or '?'}", "deprecated", f"{text} (its docstring)"))
+
     # ---- imports
     def visit_Import(self, node: ast.Import):
         for a in node.names:
@@ -347,6 +360,12 @@ class _Scanner(ast.NodeVisitor):
         if dotted and "." in dotted:
             self._check_ref(dotted, node.lineno, load=isinstance(node.ctx, ast.Load))
             return  # only the outermost attribute chain, once
+        if isinstance(node.value, ast.Name) and node.value.id in self.instances:  # policy.device
+            cls = at.resolve(self.instances[node.value.id])
+            if inspect.isclass(cls):
+                member = inspect.getattr_static(cls, node.attr, None)
+                if member is not None:
+                    self._live_deprecation(f"{self.instances[node.value.id]}.{node.attr}", member, node.lineno)
         self.generic_visit(node)
 
     def visit_Assign(self, node: ast.Assign):

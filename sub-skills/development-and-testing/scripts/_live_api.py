@@ -507,3 +507,29 @@ def _keys_read_by_param(fn, index: int) -> list[str] | None:
     if uses.forwards or uses.handed:
         return None
     return list(uses.read)  # storing the dict in a helper is fine: it is not the user's call
+
+
+def deprecation(obj) -> tuple[str, str] | None:
+    """``(since, text)`` when the installed torchrl/tensordict marks ``obj`` itself deprecated:
+    a ``.. deprecated:: X`` directive at the top level of its docstring (a property's getter,
+    a function, a class); the indented lines under it are the text. An Args entry that says
+    one *parameter* is deprecated is indented, so it does not mark the callable. Read from
+    the live object: tensordict 0.15.3's ``TensorDictModule.device`` gives ``("0.15", "This
+    property will be removed in TensorDict 0.17 because modules may contain parameters and
+    buffers on multiple devices.")``; nothing in torchrl 0.14.1/tensordict 0.14.3 carries one."""
+    target = obj.fget if isinstance(obj, property) else getattr(obj, "__func__", obj)
+    module = getattr(target, "__module__", "") or ""
+    if module.split(".")[0] not in LIBRARIES:
+        return None
+    doc = target.__dict__.get("__doc__") if inspect.isclass(target) else getattr(target, "__doc__", None)
+    lines = inspect.cleandoc(doc).splitlines() if isinstance(doc, str) else []
+    for i, line in enumerate(lines):
+        if line.startswith(".. deprecated::"):
+            since = line.split("::", 1)[1].strip()
+            body = []
+            for nxt in lines[i + 1:]:
+                if nxt and not nxt[:1].isspace():
+                    break
+                body.append(nxt.strip())
+            return since, " ".join(" ".join(body).split())
+    return None

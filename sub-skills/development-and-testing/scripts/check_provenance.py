@@ -115,22 +115,24 @@ def check_file(args) -> sr.Passed:
 
 
 def check_dist(dist: str, claim) -> str:
-    """The installed ``dist`` against the verified one; on a supported line older than the
-    verified one, the stack the version matrix ran on that line also passes, saying so
-    (scripts/stack_lines.json)."""
+    """The installed ``dist`` against the verified one; on another supported line, the stack
+    the version matrix ran on that line also passes, saying so (scripts/stack_lines.json; on
+    a line whose release a nightly stands in for, only that nightly: a pre-release and a
+    release of one line are not the same stack)."""
     installed = sr.installed_version(dist)
     try:
         return compare_version(dist, installed, str(claim[dist]))
     except sr.CheckFailed:
         line = sr.line_of(sr.installed_version("torchrl"))
-        older = line and sr._release(line) < sr._release(sr.line_of(str(claim["torchrl"])))
-        row = sr.stack_lines().get("lines", {}).get(line, {}) if older else {}  # the matrix covers lines below the verified one
+        row = sr.stack_lines().get("lines", {}).get(line, {})  # the lines the matrix ran
         parts = {"torch": 2, "tensordict": 3, "torchrl": 3}  # torch by minor release, as compare_version
         same = all(row.get(d) and sr.installed_version(d) and
-                   _base(sr.installed_version(d)).split(".")[:n] == _base(row[d]).split(".")[:n] for d, n in parts.items())
+                   _base(sr.installed_version(d)).split(".")[:n] == _base(row[d]).split(".")[:n] and
+                   ("dev" in sr.installed_version(d)) == ("dev" in row[d]) for d, n in parts.items())
         if not (row.get("matrix") and same):
             raise
-        return (f"{dist} {installed}: the stack the version matrix ran on line {line} ({row['matrix']['summary']}); "
+        stand_in = f", standing in for its release: {row['stand_in']}" if row.get("stand_in") else ""
+        return (f"{dist} {installed}: the stack the version matrix ran on line {line}{stand_in} ({row['matrix']['summary']}); "
                 f"the bundle's claims were verified in full on {dist} {claim[dist]}")
 
 

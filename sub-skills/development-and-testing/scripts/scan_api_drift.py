@@ -81,12 +81,20 @@ def migration_plan(args, paths) -> sr.Passed:
     steps = mg.plan(uses, installed, args.to)
     fixes = mg.fixes_for_uses(uses, installed, args.to)
     stack = sr.stack_lines().get("lines", {}).get(args.to)  # the stack the version matrix ran on that line
-    install = (f"pip install torch=={stack['torch']} tensordict=={stack['tensordict']} torchrl=={stack['torchrl']}"
+    install = (stack.get("install") or f"pip install torch=={stack['torch']} tensordict=={stack['tensordict']} torchrl=={stack['torchrl']}"
                if stack else f"pip install 'torchrl>={args.to},<{next_line(args.to)}'")
     breaks = sum(s.breaks for s in steps)
     gained = sum(len(v) for v in fixes.values())
+    import _versions
+
+    known = _versions.newest_line()  # the tables (api_changes.json, upstream_index.json) stop here
+    beyond = (f"; the tables stop at line {known}: what {args.to} removes, renames or deprecates is read live by this "
+              f"scan run inside a {args.to} environment (absent names, rejected keywords, '.. deprecated::' docstrings)"
+              if _versions.after(args.to, known) else "")
+    stand_in = (stack or {}).get("stand_in")
+    install += f" (standing in for the release: {stand_in})" if stand_in else ""
     return sr.Passed(f"torchrl {installed} -> {args.to}: {install}; {breaks} change(s) your code needs there, "
-                     f"{len(steps) - breaks} deprecation(s); {gained} upstream fix(es) to {len(fixes)} name(s) it uses",
+                     f"{len(steps) - breaks} deprecation(s); {gained} upstream fix(es) to {len(fixes)} name(s) it uses{beyond}",
                      (steps, fixes))
 
 
@@ -108,7 +116,8 @@ def target_line(args) -> str | None:
         return None
     import _versions
 
-    oldest, newest = sr.SUPPORTED["torchrl"][0], _versions.newest_line()
+    oldest = sr.SUPPORTED["torchrl"][0]
+    newest = max(_versions.newest_line(), sr.newest_run_line(), key=sr._release)  # a line the matrix ran counts
     line = sr.line_of(args.to) if args.to[:1].isdigit() else None
     installed = sr.installed_version("torchrl")
     if line is None or _versions.after(oldest, line) or _versions.after(line, newest):
