@@ -34,6 +34,27 @@ def _fmt(c: dict) -> str:
     return f"{c['what']} = {c['got']} (want {want}){extra}"
 
 
+def _trend(verdict: dict, mid: dict | None, frames: int, budget: int | None) -> str:
+    """``" (V(s): 2.06 at 3072 frames -> 1.88 at 6144, toward 1: ...)"`` for the failing
+    numeric checks, from the judgment at half the budget (ladder_child ``mid``), or ""."""
+    if not mid:
+        return ""
+    parts, slow = [], True
+    for check, before in zip(verdict["checks"], mid.get("got", [])):
+        want, now = check.get("want"), check.get("got")
+        if check["ok"] or not all(isinstance(x, (int, float)) for x in (want, now, before)):
+            continue
+        closer = abs(now - want) < 0.8 * abs(before - want)
+        slow = slow and closer
+        parts.append(f"{check['what']}: {before} at {mid['frames']} frames -> {now} at {frames}, "
+                     f"{'toward' if closer else 'not toward'} {want:g}")
+    if not parts:
+        return ""
+    hint = (f"still closing in: perhaps only slow at this budget (a small learning rate, few updates per frame); "
+            f"--max-frames {2 * (budget or frames)} tells slow from wrong" if slow else "not closing in: wrong, not slow")
+    return f" ({'; '.join(parts)}: {hint})"
+
+
 def run_rung(args, rung: int) -> dict:
     """Run the target on ``rung`` and return its ``ladder`` section with the run's facts
     (``end``, ``frames``, ``log_tail``). Raises ``skill_report.CannotRun`` (exit 2) when the
@@ -89,7 +110,7 @@ def judge_rung(rung: int, got: dict) -> str:
                             f"{': ' + str(end.get('reason')) if end.get('reason') else ''}); a correct agent is only known to pass at "
                             f"{budget}: give it more frames (its total_frames or iterations, or --seconds); so far: {checks}")
     if not verdict["ok"]:
-        bad = "; ".join(_fmt(c) for c in verdict["checks"] if not c["ok"])
+        bad = "; ".join(_fmt(c) for c in verdict["checks"] if not c["ok"]) + _trend(verdict, got.get("mid"), frames, budget)
         raise sr.CheckFailed(f"{bad} {where}. Rung {rung} isolates {info['isolates']}. Nearest audit rows: "
                              f"{', '.join(info['rows'])} ({WHY_ROWS}); references/probe-ladder.md#rung-{rung}")
     return f"{checks} {where}"

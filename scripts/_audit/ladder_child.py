@@ -89,6 +89,10 @@ def install(hub) -> None:
         st["calls"][id(loss)] = st["calls"].get(id(loss), 0) + 1
 
     def collector_built(col, site):
+        name = type(col).__name__
+        if any(word in name for word in ("Multi", "Async", "Distributed", "Ray")):
+            stop_unsupported(f"{name} collects in worker processes, whose envs the probe does not reach: probe the "
+                             "same script with a Collector over the same env (a ParallelEnv is run as a SerialEnv here)")
         st["collectors"].append(weakref.ref(col))
         _extend(col, hub.max_frames)
 
@@ -97,6 +101,7 @@ def install(hub) -> None:
         if g is not None:
             st["gamma"] = float(g)
 
+    _parallel_as_serial()
     hub.on("env_built", env_built)
     hub.on("env_step", env_step)
     hub.on("loss_built", loss_built)
@@ -119,6 +124,21 @@ def install(hub) -> None:
                                                 [c.get("got") for c in verdict.get("checks", [])]])
         except Exception as err:
             sec.setdefault("trace", []).append([hub.meta["frames"], hub.meta["optimizer_steps"], None, f"{type(err).__name__}: {err}"[:200]])
+        finally:
+            st["judging"] = False
+
+    def midpoint():
+        """One judgment at half the budget: the parent tells a rung still moving toward its
+        answer (maybe slow) from one stuck or moving away (wrong)."""
+        if st.get("mid_done") or CONFIG.get("trace") or hub.max_frames is None or hub.meta["frames"] < hub.max_frames // 2:
+            return
+        st["mid_done"] = True
+        st["judging"] = True
+        try:
+            verdict = _judge(rung, st)
+            sec["mid"] = {"frames": hub.meta["frames"], "got": [c.get("got") for c in verdict.get("checks", [])]}
+        except Exception:  # the final judgment reports its own errors
+            pass
         finally:
             st["judging"] = False
 
@@ -151,9 +171,16 @@ def install(hub) -> None:
             raise
         if collecting:
             trace()
+            midpoint()
 
     hub.checkpoint = checkpoint
     hub.on("target_ended", judge_once)
+
+    def stop_unsupported(reason: str):
+        sec["unsupported"] = reason
+        st["judged"] = True
+        hub.stop_reason = "probe-unsupported"
+        raise AuditStop("probe-unsupported")
 
     def unsupported_guard(env, out):  # a spec the probe cannot carry: stop at once, exit 5
         for dyn in st["dyn"]:
@@ -161,12 +188,26 @@ def install(hub) -> None:
                 try:
                     dyn._ensure()
                 except probe_env.ProbeUnsupported as err:
-                    sec["unsupported"] = str(err)
-                    st["judged"] = True
-                    hub.stop_reason = "probe-unsupported"
-                    raise AuditStop("probe-unsupported") from None
+                    stop_unsupported(str(err))
 
     hub.on("env_reset", unsupported_guard)
+
+
+def _parallel_as_serial() -> None:
+    """``ParallelEnv(...)`` builds a ``SerialEnv`` with the same arguments (its ParallelEnv-only
+    keywords dropped): the sub-envs then live in this process, where the probe reaches them
+    (a spawned worker's envs are built from the factory in a fresh interpreter). Same specs,
+    batch size and transforms; the probe judges learning, not process plumbing."""
+    import inspect
+
+    from torchrl.envs import ParallelEnv, SerialEnv
+
+    accepted = set(inspect.signature(SerialEnv.__init__).parameters)
+
+    def __new__(cls, *args, **kwargs):
+        return SerialEnv(*args, **{k: v for k, v in kwargs.items() if k in accepted})
+
+    ParallelEnv.__new__ = __new__
 
 
 def _extend(col, frames) -> None:
@@ -193,7 +234,7 @@ def _top_env(st):
     for env in envs:
         if isinstance(env, TransformedEnv):
             inner.add(id(env.base_env))
-        for sub in getattr(env, "_envs", None) or []:
+        for sub in env.__dict__.get("_envs") or []:
             inner.add(id(sub))
     outer = [e for e in envs if id(e) not in inner and _has_probe(e)]
     if not outer:
@@ -206,7 +247,7 @@ def _leaves(env):
 
     if isinstance(env, TransformedEnv):
         return _leaves(env.base_env)
-    subs = getattr(env, "_envs", None)
+    subs = env.__dict__.get("_envs")  # not getattr: a SerialEnv forwards unknown attributes to its sub-envs
     if subs:
         return [leaf for sub in subs for leaf in _leaves(sub)]
     return [env] if hasattr(env, "_probe_dynamics") else []
@@ -320,6 +361,18 @@ def _soft_bonus(loss, td) -> float:
     return float(alpha) * float(h)
 
 
+def _seen_reward(top, leaves, state: float, steps: int) -> float:
+    """The reward the script's env returns (``("next", reward_key)``, its transforms
+    applied) for the probe step taken after ``steps`` random steps from ``state``."""
+    td = _observe(top, leaves, state, steps)
+    out = top.rand_step(td)
+    return float(out.get(("next", *_as_tuple(top.reward_keys[0]))).float().mean())
+
+
+def _as_tuple(key):
+    return key if isinstance(key, tuple) else (key,)
+
+
 def _step_reward(top, leaves, td) -> float:
     """Step the script's env with the action in ``td``; the probe's reward as the leaves paid it."""
     top.step(td.select(*[k for k in td.keys(True, True) if k != "next"]))
@@ -361,21 +414,33 @@ def _judge_now(rung: int, st) -> dict:
 
     with torch.no_grad(), set_exploration_type(ExplorationType.DETERMINISTIC):
         if rung in (1, 2, 3):
-            states = {1: [("V(s)", 1.0, 0, 1.0)], 2: [("V(+)", 1.0, 0, 1.0), ("V(-)", -1.0, 0, -1.0)],
-                      3: [("V(B)", -1.0, 1, 1.0), ("V(A)", -1.0, 0, None)]}[rung]
-            for what, state, steps, want in states:
-                td = _observe(top, leaves, state, steps)
-                v, _ = _values(loss, td)
-                if want is None:  # V(A) = gamma x (V(B) + SAC's entropy term at B)
-                    td_b = _observe(top, leaves, -1.0, 1)
-                    with torch.enable_grad():
-                        bonus = _soft_bonus(loss, td_b)
-                    want = gamma * (1.0 + bonus)
-                    if bonus:
-                        checks.append({"what": "alpha x H(B)", "got": round(bonus, 3), "info": True, "ok": True})
-                value_check(what, float(v.mean()), want)
-            if rung == 3:
-                checks.append({"what": "gamma", "got": round(gamma, 4), "want": f">= {lr.MIN_GAMMA}", "ok": gamma >= lr.MIN_GAMMA})
+            # Known values in the units of the reward the script's env returns (its reward
+            # transforms applied): the reward of each probe step, read through that env.
+            if rung == 1:
+                wants = {"V(s)": (1.0, 0, _seen_reward(top, leaves, 1.0, 0))}
+            elif rung == 2:
+                wants = {"V(+)": (1.0, 0, _seen_reward(top, leaves, 1.0, 0)), "V(-)": (-1.0, 0, _seen_reward(top, leaves, -1.0, 0))}
+            else:
+                r_a, r_b = _seen_reward(top, leaves, -1.0, 0), _seen_reward(top, leaves, -1.0, 1)
+                td_b = _observe(top, leaves, -1.0, 1)
+                with torch.enable_grad():
+                    bonus = _soft_bonus(loss, td_b)
+                if bonus:
+                    checks.append({"what": "alpha x H(B)", "got": round(bonus, 3), "info": True, "ok": True})
+                wants = {"V(B)": (-1.0, 1, r_b), "V(A)": (-1.0, 0, r_a + gamma * (r_b + bonus))}
+            unit = max(abs(w[2]) for w in wants.values())
+            if unit < 1e-6:
+                raise probe_env.ProbeUnsupported("the script's env returns a reward of 0 for every probe step (a reward transform "
+                                                 "that zeroes it): no value to learn")
+            got = {}
+            for what, (state, steps, want) in wants.items():
+                v, _ = _values(loss, _observe(top, leaves, state, steps))
+                got[what] = float(v.mean())
+                value_check(what, got[what], want, round(lr.VALUE_TOL * unit, 4))
+            if rung == 3:  # the effect of discounting: B's reward reaches A (gamma=0 would pass V(A) = gamma x V(B))
+                ratio = (got["V(A)"] - r_a) / got["V(B)"] if abs(got["V(B)"]) > 1e-6 else 0.0
+                checks.append({"what": "(V(A) - r(A)) / V(B)" if abs(r_a) > 1e-6 else "V(A) / V(B)", "got": round(ratio, 3),
+                               "want": f">= {lr.MIN_GAMMA}", "ok": ratio >= lr.MIN_GAMMA})
         else:
             for state in ([1.0] if rung == 4 else [1.0, -1.0]):
                 td = _observe(top, leaves, state)

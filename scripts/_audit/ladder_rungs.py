@@ -20,7 +20,7 @@ RUNGS = {
                     "blanks or mixes observations, the batch the critic is fitted on)",
         "rows": ["transforms", "info:observation-scale", "batched-layout"]},
     3: {"name": "two-step",
-        "answer": "V(B) = 1 and V(A) = gamma x V(B) (reward 0 at A, then 1 at B, which terminates)",
+        "answer": "V(B) = 1, V(A) = gamma x V(B) and V(A) / V(B) >= 0.5 (reward 0 at A, then 1 at B, which terminates)",
         "isolates": "discounting, bootstrapping and done handling (gamma, the terminated/truncated flags the value "
                     "target reads, the next-state values, the target network)",
         "rows": ["time-limit", "target-network", "batched-layout", "value-range"]},
@@ -57,7 +57,7 @@ VALUE_TOL = 0.25  # |V - known| on rewards of magnitude 1
 ACTION_TOL = 0.25  # |a - best| / half-width, read as the reward the probe pays: >= 1 - ACTION_TOL**2
 SAMPLED_BEST = 0.6  # a stochastic discrete actor: share of sampled actions at the best one
 Q_GAP = 0.5  # a Q-network: Q(best) - Q(other), known gap 1
-MIN_GAMMA = 0.5  # below it no reward reaches the state before (gamma=0 is a bandit)
+MIN_GAMMA = 0.5  # rung 3: V(A) / V(B) at least this: B's reward reaches A (gamma=0 makes it 0)
 
 
 def family(loss_class: str) -> str:
