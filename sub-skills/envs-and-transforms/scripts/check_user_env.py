@@ -119,7 +119,7 @@ def check_build(target, guarded, cleanup):
 @diagnosed
 def check_root_shapes(env):
     bad = root_spec_shapes(env)
-    sr.evidence(5, "root Composite specs compared")
+    sr.evidence(5 * env.batch_size.numel(), "root Composite specs compared, times env copies")
     if bad:
         raise EnvFault("root-composite-feature-shaped", "; ".join(bad))
     return f"root Composite specs (observation, state, action, reward, done) all shaped {list(env.batch_size)} = env.batch_size"
@@ -166,7 +166,7 @@ def check_reset(env):
     if missing:
         raise EnvFault("key-missing-from-reset", f"env.reset() output lacks {missing}, declared in env.full_observation_spec")
     sr.expect(td.batch_size == env.batch_size, f"reset output batch {list(td.batch_size)} != env.batch_size {list(env.batch_size)}")
-    sr.evidence(td.numel() and len(keys), "reset output keys over a non-empty batch")
+    sr.evidence(td.batch_size.numel() and len(keys), "reset output keys over a non-empty batch")
     detail = f"reset returned {len(keys)} keys (every observation key), batch {list(td.batch_size)}, no reward, done flags False"
     return sr.Passed(detail, td.clone())
 
@@ -224,7 +224,8 @@ def check_specs(env):
         raise
     except Exception as err:
         raise fault_from(err, "check_env_specs(env, seed=0)") from None
-    sr.evidence(len(list(env.full_observation_spec.keys(True, True))) + len(env.reward_keys) + len(env.done_keys), "spec leaves")
+    sr.evidence((len(list(env.full_observation_spec.keys(True, True))) + len(env.reward_keys) + len(env.done_keys))
+                * env.batch_size.numel(), "spec leaves times env copies")
     return "check_env_specs(env, seed=0) passed"
 
 
@@ -262,7 +263,7 @@ def check_rollout(env, steps):
     if outside:
         raise EnvFault("value-outside-spec", f"rollout values outside the spec for {outside}")
     sr.expect(td.batch_size == torch.Size([*env.batch_size, steps]), f"rollout batch {list(td.batch_size)}")
-    sr.evidence(td.numel() and n_leaves, "spec leaves checked over a non-empty rollout")
+    sr.evidence(td.batch_size.numel() and n_leaves, "spec leaves checked over a non-empty rollout")
     return f"rollout batch {list(td.batch_size)}: {n_leaves} spec keys present under 'next', dtype/shape/bounds in spec; {done_note(env, td, steps)}"
 
 
@@ -279,13 +280,13 @@ def _step_batched(env) -> str:
         raise
     except Exception as err:
         if env.batch_locked and diagnose(f"{type(err).__name__}: {err}") == "batched-tensordict-to-unbatched-env":
-            sr.evidence(1, "batched steps rejected")
+            sr.evidence(env.batch_size.numel(), "env copies whose batched step was rejected")
             return (f"batch-locked env (batch_size {list(env.batch_size)}) rejects a [2, ...] tensordict with "
                     "'Expected a tensordict with shape==env.batch_size' (step one env.batch_size at a time)")
         raise EnvFault("batched-tensordict-to-unbatched-env", f"env.batch_locked={env.batch_locked}; env.step on a "
                        f"[2, ...] tensordict raised {sr.first_line(err, 200)}") from None
     sr.expect(not env.batch_locked, f"batch-locked env accepted a tensordict of batch {list(batched.batch_size)}")
-    sr.evidence(out.numel(), "batched steps")
+    sr.evidence(out.batch_size.numel(), "batched steps")
     sr.expect(out.batch_size[:1] == torch.Size([2]), f"batched step returned batch {list(out.batch_size)}")
     return f"batch_locked=False env stepped a [2, ...] tensordict -> batch {list(out.batch_size)}"
 

@@ -114,7 +114,7 @@ def verify_rollout(env, td, steps: int) -> str:
     sr.expect(bool(init[..., 0].all()) and not bool(init[..., 1:].any()), f"InitTracker is_init {init.tolist()}, expected True at step 0 only")
     floats = [k for k in keys if td.get(k).dtype == torch.float64]
     sr.expect(not floats, f"float64 entries remain after DoubleToFloat: {floats}")
-    sr.evidence(td.numel(), "rollout steps checked")
+    sr.evidence(td.batch_size.numel(), "rollout steps checked")
     return (
         f"rollout {list(td.batch_size)}: {len(need)} keys under 'next', step_count 1..{steps}, "
         f"episode_reward = cumsum(reward), is_init only at step 0, no float64"
@@ -145,7 +145,8 @@ def check_specs(env) -> str:
     from torchrl.envs.utils import check_env_specs
 
     check_env_specs(env, seed=0)
-    sr.evidence(len(list(env.full_observation_spec.keys(True, True))) + len(env.reward_keys) + len(env.done_keys), "spec leaves")
+    sr.evidence((len(list(env.full_observation_spec.keys(True, True))) + len(env.reward_keys) + len(env.done_keys))
+                * env.batch_size.numel(), "spec leaves times env copies")
     return f"check_env_specs passed on {type(env).__name__} batch {list(env.batch_size)}"
 
 

@@ -119,7 +119,7 @@ def check_log_prob_key(loss, batch) -> str:
     if fmt_key(want) in present:
         if batch.get(want).requires_grad:
             raise sr.CheckFailed(grad_message(fmt_key(want), type(loss).__name__))
-        sr.evidence(batch.numel(), "batch steps holding it")
+        sr.evidence(batch.batch_size.numel(), "batch steps holding it")
         return f"batch holds '{fmt_key(want)}' (tensor_keys.sample_log_prob), no grad"
     others = [k for k in present if k.endswith("log_prob")]
     hint = (
@@ -168,7 +168,7 @@ def check_advantage_source(loss, batch, estimator) -> str:
     if key is None:
         raise sr.CheckSkipped(f"{name} reads no advantage")
     needs_batch(batch)
-    sr.evidence(batch.numel(), "batch steps")
+    sr.evidence(batch.batch_size.numel(), "batch steps")
     if not recomputes_advantage(loss, batch):
         return f"batch holds '{fmt_key(key)}': {name} trains on it and does not recompute it"
     own = loss_estimator_view(loss).label
@@ -256,7 +256,7 @@ def check_forward(loss, batch) -> str:
     sr.expect(bool(losses), f"forward returned no loss_* entries: {sorted(out.keys())}")
     bad = [k for k, v in losses.items() if not torch.isfinite(v).all()]
     sr.expect(not bad, f"non-finite losses {bad}")
-    sr.evidence(batch.numel() and len(losses), "finite loss terms over a non-empty batch")
+    sr.evidence(batch.batch_size.numel() and len(losses), "finite loss terms over a non-empty batch")
     return f"forward: {', '.join(f'{k}={float(v.mean()):.3g}' for k, v in losses.items())}"
 
 
