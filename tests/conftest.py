@@ -26,6 +26,11 @@ FIXTURES = TESTS / "fixtures"
 sys.path.insert(0, str(BUNDLE / "scripts"))
 sys.path.insert(0, str(TESTS))
 os.environ.setdefault("TORCHRL_CONSOLE_STREAM", "stderr")
+# The tests reproduce torchrl's default behaviour, which warns: RL_WARNINGS=0 in a developer's
+# shell turns off the warnings four of them prove ("No target network updater ...", the
+# ParallelEnv lambda's EnvCreator warning; torchrl/_utils.py reads it once, at import). Set
+# before torchrl is imported here, in the warm interpreters and in every child, which inherit it.
+os.environ["RL_WARNINGS"] = "1"
 # Small networks on 2 busy cores run several times faster with one torch thread.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 # A suite started as a background job of a non-interactive shell (`cmd &` in a script) inherits

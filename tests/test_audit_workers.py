@@ -151,3 +151,37 @@ def test_the_early_stop_waits_for_started_workers_and_judges_with_their_reports(
     hub.meta["processes"][0]["t"] = time.time() - d_training.WORKER_BOOT_S - 1
     assert d_training._with_worker_reports(hub, observed, [d_transforms])["meta"]["worker_processes"]["missing"] == [
         "11 (spawn, _run_worker_pipe_shared_mem)"]
+
+
+def _factory_from(filename: str, co_filename: str | None = None):
+    """``make_env`` compiled as if written at line 3 of ``filename`` in a module no worker can
+    import (so cloudpickle pickles it by value), calling the auditor's ``user_site`` from there;
+    ``co_filename`` overrides the code's file, as cloudpickle >= 3.0's unpickling does."""
+    from _audit import probe
+
+    source = "\n\ndef make_env():\n    return user_site()\n"
+    scope = {"__name__": "train_not_importable", "__file__": filename, "user_site": probe.user_site}
+    exec(compile(source, filename, "exec"), scope)
+    fn = scope["make_env"]
+    if co_filename is not None:
+        fn.__code__ = fn.__code__.replace(co_filename=co_filename)
+    return fn
+
+
+def test_a_factory_unpickled_by_value_is_attributed_to_the_users_file(tmp_path):
+    # cloudpickle 3.x rebuilds a by-value function with co_filename "<dynamic-code>" (2.x kept
+    # the file): the worker's env factory frame must still read as the user's train.py line
+    import cloudpickle
+
+    train = str(tmp_path / "train.py")
+    assert _factory_from(train)() == "train.py:4 in make_env"
+    assert _factory_from(train, co_filename="<dynamic-code>")() == "train.py:4 in make_env"
+    # the installed cloudpickle's own round trip, whichever version it is
+    clone = cloudpickle.loads(cloudpickle.dumps(_factory_from(train)))
+    assert clone.__code__.co_filename in (train, "<dynamic-code>")
+    assert clone() == "train.py:4 in make_env"
+    # nearest case: dynamic code with no module file is not the user's: the next user frame out
+    # (this test) is named instead
+    fn = _factory_from(train, co_filename="<dynamic-code>")
+    fn.__globals__.pop("__file__")
+    assert fn().startswith("test_audit_workers.py:") and fn().endswith("in test_a_factory_unpickled_by_value_is_attributed_to_the_users_file"), fn()

@@ -27,7 +27,7 @@ import sys
 import skill_report as sr
 
 from .evidence import need
-from .probe import AuditStop, is_library_file, user_site
+from .probe import AuditStop, frame_file, is_library_file, user_site
 
 NAME = "env-seeding"
 _SEEDING_METHODS = ("_set_seed", "_reset")
@@ -39,7 +39,7 @@ def _seeding_env(frame, env_base):
     (a library env re-seeds, not the user's)."""
     by_library = True
     while frame is not None:
-        by_library = by_library and is_library_file(frame.f_code.co_filename)
+        by_library = by_library and is_library_file(frame_file(frame))
         if frame.f_code.co_name in _SEEDING_METHODS and isinstance(frame.f_locals.get("self"), env_base):
             return frame.f_locals["self"], frame.f_code.co_name, by_library
         frame = frame.f_back

@@ -39,15 +39,32 @@ def is_library_file(filename: str) -> bool:
     )
 
 
+# cloudpickle >= 3.0 rebuilds a function it pickled by value (one defined in the script run
+# as __main__: a ParallelEnv's or a collector's env factory sent to a spawned worker) with
+# co_filename "<dynamic-code>" (cloudpickle/cloudpickle.py ``_code_reduce``, 3.1.3); 2.x kept
+# the file. Such a function's globals keep its module's ``__file__`` (``_function_getstate``).
+_DYNAMIC_CODE = "<dynamic-code>"
+
+
+def frame_file(frame) -> str:
+    """The file a frame's code was written in: ``co_filename``, or for a function cloudpickle
+    >= 3.0 unpickled by value, its module's ``__file__`` (``"<dynamic-code>"`` when unknown)."""
+    name = frame.f_code.co_filename
+    if name == _DYNAMIC_CODE:
+        return frame.f_globals.get("__file__") or name
+    return name
+
+
 def user_site(skip: int = 1) -> str:
-    """``"train.py:42 in main"`` for the innermost user-code frame of the current stack."""
+    """``"train.py:42 in main"`` for the innermost user-code frame of the current stack
+    (in a worker too: see :func:`frame_file`)."""
     try:
         frame = sys._getframe(skip)
     except ValueError:
         return "library code"
     while frame is not None:
-        if not is_library_file(frame.f_code.co_filename):
-            return f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno} in {frame.f_code.co_name}"
+        if not is_library_file(frame_file(frame)):
+            return f"{Path(frame_file(frame)).name}:{frame.f_lineno} in {frame.f_code.co_name}"
         frame = frame.f_back
     return "library code"
 
@@ -62,9 +79,9 @@ def caller_is_user() -> bool:
     # Skip this package's wrappers and the metaclass __call__ that torchrl's EnvBase and
     # collectors construct instances through.
     while frame is not None and (frame.f_code.co_filename.startswith(_AUDIT_DIR)
-                                 or (frame.f_code.co_name == "__call__" and is_library_file(frame.f_code.co_filename))):
+                                 or (frame.f_code.co_name == "__call__" and is_library_file(frame_file(frame)))):
         frame = frame.f_back
-    return frame is not None and not is_library_file(frame.f_code.co_filename)
+    return frame is not None and not is_library_file(frame_file(frame))
 
 
 class Hub:
