@@ -89,10 +89,9 @@ def install(hub) -> None:
         st["calls"][id(loss)] = st["calls"].get(id(loss), 0) + 1
 
     def collector_built(col, site):
-        name = type(col).__name__
-        if any(word in name for word in ("Multi", "Async", "Distributed", "Ray")):
-            stop_unsupported(f"{name} collects in worker processes, whose envs the probe does not reach: probe the "
-                             "same script with a Collector over the same env (a ParallelEnv is run as a SerialEnv here)")
+        reason = unsupported_collector(type(col).__name__)
+        if reason:
+            stop_unsupported(reason)
         st["collectors"].append(weakref.ref(col))
         _extend(col, hub.max_frames)
 
@@ -191,6 +190,14 @@ def install(hub) -> None:
                     stop_unsupported(str(err))
 
     hub.on("env_reset", unsupported_guard)
+
+
+def unsupported_collector(name: str) -> str | None:
+    """Why a collector class cannot be probed (its envs live in worker processes), or None."""
+    if any(word in name for word in ("Multi", "Async", "Distributed", "Ray")):
+        return (f"{name} collects in worker processes, whose envs the probe does not reach: probe the same script "
+                "with a Collector over the same env (a ParallelEnv is run as a SerialEnv here)")
+    return None
 
 
 def _parallel_as_serial() -> None:

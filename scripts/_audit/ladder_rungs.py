@@ -40,7 +40,7 @@ RUNGS = {
 FAMILIES = {
     "ClipPPOLoss": "ppo", "PPOLoss": "ppo", "KLPENPPOLoss": "ppo", "A2CLoss": "ppo", "ReinforceLoss": "ppo",
     "SACLoss": "sac", "DiscreteSACLoss": "sac", "TD3Loss": "td3", "DDPGLoss": "ddpg",
-    "DQNLoss": "dqn", "DoubleDQNLoss": "dqn",
+    "DQNLoss": "dqn",
 }
 
 # Collected frames per rung and family (see the module docstring).
