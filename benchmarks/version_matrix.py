@@ -39,6 +39,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -290,10 +291,36 @@ def adopt(version: str, cache: Path) -> str:
     return line
 
 
+def move_verified(line: envs.Line, root: Path = ROOT) -> list[str]:
+    """Rewrite the verified stack's pins to ``line``'s (torch, tensordict, torchrl): the three
+    pins of requirements.txt, ``VERIFIED`` in scripts/_stack.py and the ``torchrl-version`` /
+    ``tensordict-version`` metadata of every SKILL.md. Returns the files changed. What
+    follows is the verification itself: ``pip install -r requirements.txt``, ``python -m
+    pytest``, then the provenance block of references/repo-provenance.md."""
+    if line.nightly:
+        raise RuntimeError(f"line {line.name} runs on a nightly stand-in; adopt its release first")
+    pins = {"torch": line.torch, "tensordict": line.tensordict, "torchrl": line.torchrl}
+    edits = [(root / "requirements.txt", [(rf"(?m)^{d}==\S+$", f"{d}=={v}") for d, v in pins.items()]),
+             (root / "scripts" / "_stack.py", [(r'(?m)^VERIFIED = \{.*\}$', "VERIFIED = " + json.dumps(pins))])]
+    edits += [(md, [(r'(?m)^(  torchrl-version: )"[^"]*"$', rf'\g<1>"{line.torchrl}"'),
+                    (r'(?m)^(  tensordict-version: )"[^"]*"$', rf'\g<1>"{line.tensordict}"')])
+              for md in sorted([root / "SKILL.md", *root.glob("sub-skills/*/SKILL.md")])]
+    changed = []
+    for path, subs in edits:
+        text = new = path.read_text(encoding="utf-8")
+        for pattern, repl in subs:
+            new = re.sub(pattern, repl, new)
+        if new != text:
+            path.write_text(new, encoding="utf-8")
+            changed.append(str(path.relative_to(root)))
+    return changed
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.strip(), formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog="example:\n  python benchmarks/version_matrix.py --lines 0.11 0.14 --groups contract recipes\n"
                                             "  python benchmarks/version_matrix.py --adopt 0.15.0   # the 0.15 release replaces its nightly\n"
+                                            "  python benchmarks/version_matrix.py --adopt 0.15.0 --as-verified   # and becomes the verified stack\n"
                                             "  python benchmarks/version_matrix.py --write   # gather the cached results\n\n"
                                             "exit codes:\n  0    every group ran (what failed inside is data, not an error, unless --strict)\n"
                                             "  1    an environment could not be built, a group could not run, or with\n"
@@ -302,6 +329,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--lines", nargs="+", choices=list(envs.LINES), default=list(envs.LINES))
     parser.add_argument("--adopt", metavar="VERSION", help="move VERSION's line (e.g. 0.15.0) from its stand-in to the "
                         "release, run every group on it and write (implies --lines LINE --write)")
+    parser.add_argument("--as-verified", action="store_true", help="with --adopt: also move the verified stack's pins "
+                        "(requirements.txt, scripts/_stack.py VERIFIED, SKILL.md metadata) to that line")
     parser.add_argument("--groups", nargs="+", choices=GROUPS, default=list(GROUPS))
     parser.add_argument("--cache", type=Path, default=envs.DEFAULT_CACHE, help=f"default: {envs.DEFAULT_CACHE}")
     parser.add_argument("--workers", type=int, default=1, help="pytest-xdist workers per line (default: 1)")
@@ -339,6 +368,10 @@ def main(argv=None) -> int:
     if args.adopt:
         mr.write(args.cache, ROOT, envs.LINES)
         log("written: scripts/stack_lines.json, references/backend-compatibility.md, benchmarks/version_matrix.json")
+        if args.as_verified:
+            changed = move_verified(envs.LINES[args.lines[0]])
+            log(f"verified stack moved in {', '.join(changed)}; now: pip install -r requirements.txt && python -m pytest, "
+                "then update the provenance block of references/repo-provenance.md")
     return 1 if failed and args.strict else 0
 
 

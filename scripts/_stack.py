@@ -88,9 +88,21 @@ def _provides(dist, module: str, by_name_only: bool = False) -> bool:
         return False
 
 
+def _folder_name(folder: str) -> tuple[str, str] | None:
+    """``("torchrl-nightly", "2026.10.27")`` from ``torchrl_nightly-2026.10.27.dist-info``: a
+    wheel's dist-info folder is named ``{name}-{version}`` (``-`` in the name written ``_``),
+    so the name and version need no METADATA parse (32 KB for torchrl)."""
+    stem = folder[: -len(".dist-info")] if folder.endswith(".dist-info") else ""
+    if stem.count("-") != 1:
+        return None
+    name, version = stem.split("-")
+    return _canon(name), version
+
+
 def _beside(entry: str, module: str):
-    """The distribution installed in sys.path entry ``entry`` that provides ``module``, or None.
-    Folders named after the module are read first; the others' top_level.txt only after."""
+    """``(name, version, Distribution)`` of the distribution installed in sys.path entry
+    ``entry`` that provides ``module``, or None. Folders named after the module (or its
+    ``-nightly`` build) are read first, from their name alone; the others' top_level.txt after."""
     try:
         names = os.listdir(entry)
     except OSError:
@@ -98,11 +110,15 @@ def _beside(entry: str, module: str):
     infos = [n for n in names if n.endswith((".dist-info", ".egg-info"))]
     prefix = _canon(module)
     first = [n for n in infos if _canon(n).startswith(prefix)]
+    for folder in first:
+        parsed = _folder_name(folder)
+        if parsed and parsed[0] in (prefix, prefix + "-nightly"):
+            return parsed[0], parsed[1], importlib.metadata.PathDistribution(Path(entry) / folder)
     for by_name_only, group in ((True, first), (False, first), (False, [n for n in infos if n not in first])):
         for folder in group:
             dist = importlib.metadata.PathDistribution(Path(entry) / folder)
             if _provides(dist, module, by_name_only):
-                return dist
+                return dist.metadata["Name"], dist.version, dist
     return None
 
 
@@ -168,7 +184,7 @@ def detect(module: str) -> Found | None:
     of the base interpreter it shadows), a ``version.py`` inside the package, the editable
     install whose ``direct_url.json`` names the package's folder, and last
     the imported package's ``__version__`` (the only step that imports it). Cached: call
-    ``detect.cache_clear()`` after changing sys.path."""
+    ``detect.cache_clear()`` (and ``distribution.cache_clear()``) after changing sys.path."""
     try:
         spec = importlib.util.find_spec(module)
     except (ImportError, ValueError):  # a module set to None in sys.modules is hidden
@@ -177,9 +193,9 @@ def detect(module: str) -> Found | None:
         return None
     pkg_dirs = list(spec.submodule_search_locations or []) or ([os.path.dirname(spec.origin)] if spec.origin else [])
     for pkg_dir in pkg_dirs:
-        dist = _beside(os.path.dirname(os.path.abspath(pkg_dir)), module)
-        if dist is not None and dist.version:
-            return _found(dist.version, dist.metadata["Name"], "metadata")
+        beside = _beside(os.path.dirname(os.path.abspath(pkg_dir)), module)
+        if beside is not None and beside[1]:
+            return _found(beside[1], beside[0], "metadata")
     for pkg_dir in pkg_dirs:
         raw = _version_file(pkg_dir)
         if raw:
@@ -210,6 +226,7 @@ def installed_version(dist: str) -> str | None:
         return None
 
 
+@functools.lru_cache(maxsize=None)
 def distribution(module: str):
     """The ``importlib.metadata.Distribution`` of the package ``import module`` loads (see
     :func:`detect`), or None (not installed, or its version came from the package itself)."""
@@ -218,9 +235,9 @@ def distribution(module: str):
         return None
     spec = importlib.util.find_spec(module)
     for pkg_dir in list(spec.submodule_search_locations or []) if spec else []:
-        dist = _beside(os.path.dirname(os.path.abspath(pkg_dir)), module)
-        if dist is not None:
-            return dist
+        beside = _beside(os.path.dirname(os.path.abspath(pkg_dir)), module)
+        if beside is not None:
+            return beside[2]
     try:
         return importlib.metadata.distribution(found.dist)
     except importlib.metadata.PackageNotFoundError:

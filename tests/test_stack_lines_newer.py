@@ -23,7 +23,7 @@ import _stack
 import check_torchrl_env as env_check
 import pytest
 import skill_report as sr
-from conftest import BUNDLE, rows, run_main, run_python
+from conftest import BUNDLE, load_module, rows, run_main, run_python
 
 PROBE = textwrap.dedent("""
     import json, sys
@@ -193,3 +193,23 @@ def test_tensordict_one_line_ahead_runs_and_is_named_with_its_fix(monkeypatch):
     # its nearest correct twin passes
     monkeypatch.setattr(sr, "installed_version", lambda dist: {"tensordict": "0.14.3"}.get(dist, "0.14.1"))
     assert "satisfies" in env_check.check_tensordict_range()
+
+
+@pytest.mark.parametrize("torchrl, verdict", [
+    ("0.15.0.dev20261027", "pass"),  # the nightly the matrix ran as the 0.15 stand-in
+    ("0.15.0", "fail"),  # the release itself: not the stack that ran
+])
+def test_provenance_passes_the_stand_in_the_matrix_ran_and_not_its_release(monkeypatch, torchrl, verdict):
+    check_provenance = load_module("development-and-testing/check_provenance")
+    ran = _stack.stack_lines()["lines"]["0.15"]
+    if "stand_in" not in ran:
+        pytest.skip("the 0.15 line runs on its release now (version_matrix.py --adopt): no stand-in to tell apart")
+    stack = {"torch": ran["torch"], "tensordict": ran["tensordict"], "torchrl": torchrl}
+    monkeypatch.setattr(sr, "installed_version", lambda dist: stack.get(dist))
+    claim = check_provenance.read_provenance(check_provenance.PROVENANCE)
+    if verdict == "pass":
+        detail = check_provenance.check_dist("torchrl", claim)
+        assert "the stack the version matrix ran on line 0.15, standing in for its release: torchrl-nightly" in detail
+    else:
+        with pytest.raises(sr.CheckFailed, match="but the bundle was verified on"):
+            check_provenance.check_dist("torchrl", claim)

@@ -377,3 +377,28 @@ def test_the_scanner_reports_a_live_deprecation_by_name(tmp_path):
     assert not any("Trainer " in d or d.endswith("Trainer") for d in found)
     code, report = run_main("development-and-testing/scan_api_drift", "--strict", str(user))
     assert code == 1
+
+
+def test_moving_the_verified_stack_rewrites_every_pin_and_refuses_a_nightly(tmp_path):
+    """version_matrix.py --adopt X --as-verified: requirements.txt, _stack.VERIFIED and every
+    SKILL.md's metadata move together (the docs tests compare them with the installed stack);
+    a line still on its nightly stand-in is refused."""
+    import version_matrix
+
+    import _matrix_envs as envs
+
+    rels = ["requirements.txt", "scripts/_stack.py", "SKILL.md", *[p.relative_to(BUNDLE).as_posix()
+                                                                  for p in BUNDLE.glob("sub-skills/*/SKILL.md")]]
+    for rel in rels:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(BUNDLE / rel, tmp_path / rel)
+    with pytest.raises(RuntimeError, match="nightly stand-in"):
+        version_matrix.move_verified(envs.Line("0.15", "2026.10.27", "0.15.3", "2.14.1", torchrl_dist="torchrl-nightly"), tmp_path)
+    changed = version_matrix.move_verified(envs.Line("0.15", "0.15.0", "0.15.3", "2.14.1"), tmp_path)
+    assert sorted(changed) == sorted(rels)
+    req = (tmp_path / "requirements.txt").read_text()
+    assert "\ntorchrl==0.15.0\n" in req and "\ntensordict==0.15.3\n" in req and "\ntorch==2.14.1\n" in req
+    assert 'VERIFIED = {"torch": "2.14.1", "tensordict": "0.15.3", "torchrl": "0.15.0"}' in (tmp_path / "scripts/_stack.py").read_text()
+    for rel in rels[2:]:
+        text = (tmp_path / rel).read_text()
+        assert '  torchrl-version: "0.15.0"' in text and '  tensordict-version: "0.15.3"' in text, rel
