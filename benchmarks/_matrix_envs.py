@@ -79,6 +79,23 @@ def line_of(version: str) -> str:
     return ".".join(version.split(".")[:2])
 
 
+def _see_outer_venv(python: Path) -> None:
+    """Run from a venv (CI's fresh one), ``--system-site-packages`` exposes the base
+    interpreter's packages, not the venv's (measured: a venv made by /work/venvs/fresh's python
+    has pyvenv.cfg ``home`` = the base, and imported ray from the base). A ``.pth`` file in the
+    line's venv appends the running venv's site-packages after the line's own, so the line's
+    torch/tensordict/torchrl still come first."""
+    import site
+
+    out = subprocess.run([str(python), "-c", "import site; print(site.getsitepackages()[0])"], capture_output=True,
+                         text=True, check=True, timeout=120).stdout.strip()
+    pth = Path(out) / "_outer_venv.pth"
+    if sys.prefix == sys.base_prefix:  # run from the base: a reused venv forgets an earlier outer venv
+        pth.unlink(missing_ok=True)
+    else:
+        pth.write_text("".join(f"{p}\n" for p in site.getsitepackages()))
+
+
 def venv_python(cache: Path, line: str) -> Path:
     return cache / "venvs" / line / "bin" / "python"
 
@@ -109,6 +126,8 @@ def build(line: Line, cache: Path = DEFAULT_CACHE, rebuild: bool = False, log=pr
     record_path = cache / f"install-{line.name}.json"
     python = venv_python(cache, line.name)
     want = {"torch": line.torch, "tensordict": line.tensordict, "torchrl": line.torchrl}
+    if python.exists():
+        _see_outer_venv(python)  # before reading its versions: they may come through the outer venv
     if not rebuild and python.exists() and record_path.exists():
         have = installed(python)
         raw = {d: (have.get("raw", {}).get(d) or [None, have[d]])[1] for d in want}
@@ -117,6 +136,7 @@ def build(line: Line, cache: Path = DEFAULT_CACHE, rebuild: bool = False, log=pr
     shutil.rmtree(root, ignore_errors=True)
     root.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(root)], check=True, timeout=300)
+    _see_outer_venv(python)
     log(f"[{line.name}] pip install {' '.join(line.pins())} into {root}")
     start = time.perf_counter()
     proc = subprocess.run([str(python), "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
