@@ -157,11 +157,12 @@ def response_spans(td, tokens: list, tokenizer, actor, every_assistant: bool = F
             r = r[r != pad] if pad is not None else r
             want = p.tolist() + r.tolist()
             if full[: len(want)].tolist() != want:
+                cause = pad_is_eos(tokenizer, p.tolist())
                 raise sr.CheckFailed(
                     f"row {i}: the loss scores tokens that differ from the generated prompt+response "
-                    f"(first difference at position {_first_diff(full.tolist(), want)}); the history was re-rendered "
-                    "or re-tokenized into other ids; score the generated tokens (input_mode='tokens') or use a "
-                    "tokenizer and chat template that round-trip")
+                    f"(first difference at position {_first_diff(full.tolist(), want)}); "
+                    + (cause or "the history was re-rendered or re-tokenized into other ids; score the generated tokens "
+                       "(input_mode='tokens') or use a tokenizer and chat template that round-trip"))
             out.append([Span(len(p), len(r), bool(len(r)) and int(r[-1]) == eos, "the generated tokens.prompt/response")])
         return out
     histories = td.get(("history", "full"), None)
@@ -185,6 +186,38 @@ def response_spans(td, tokens: list, tokenizer, actor, every_assistant: bool = F
             spans.append(Span(start, len(body), False, "the assistant messages of ('history', 'full')"))
         out.append(spans)
     return out
+
+
+def pad_is_eos(tokenizer, prompt_ids=None) -> str:
+    """The cause, when the tokenizer's pad id is its eos id; "" otherwise.
+
+    TransformersWrapper (torchrl 0.14.1, modules/llm/policies/transformers_wrapper.py) sets
+    ``tokenizer.pad_token = tokenizer.eos_token`` itself when the tokenizer has no pad token,
+    and builds ``("tokens", "full")`` and its attention masks from ``tokens != pad_token_id``:
+    every eos id is dropped as padding, the chat template's end-of-turn tokens in the prompt
+    included. In "history" mode the decoded full text is then shorter than the prompt text and
+    every response comes back empty (tests/test_llm_vla_and_services_wiring.py). ``prompt_ids``
+    (one row's prompt) adds how many eos ids it holds."""
+    pad, eos = getattr(tokenizer, "pad_token_id", None), getattr(tokenizer, "eos_token_id", None)
+    if pad is None or pad != eos:
+        return ""
+    inside = f"; a prompt holds it {prompt_ids.count(eos)} times (the chat template's end of turn)" if prompt_ids else ""
+    return (f"tokenizer.pad_token_id == eos_token_id ({eos}, {tokenizer.eos_token!r}){inside}: TransformersWrapper takes "
+            "tokens != pad_token_id as the attention mask, so every eos id is dropped as padding and the responses lose "
+            "their tokens (TransformersWrapper sets pad = eos itself when the tokenizer has no pad token); fix: a pad token "
+            "distinct from eos before building the wrappers: tokenizer.pad_token = an unused special token of the "
+            "vocabulary, or tokenizer.add_special_tokens({'pad_token': '<pad>'}) then "
+            "model.resize_token_embeddings(len(tokenizer))")
+
+
+def no_response_tokens(td, tokenizer) -> str:
+    """Why a rollout's responses hold no token at all: pad == eos (:func:`pad_is_eos`), else
+    the generation itself (``max_new_tokens``, an eos sampled first). For a check that
+    counted 0 response tokens: a pass on zero evidence is a fault, never a pass."""
+    prompts = token_rows(td, ("tokens", "prompt"))
+    cause = pad_is_eos(tokenizer, prompts[0].tolist() if prompts else None)
+    return cause or ("the responses are empty: check generate_kwargs max_new_tokens > 0 and that the rollout holds the "
+                     "generating wrapper's output (('tokens', 'response') or the assistant messages of ('history', 'full'))")
 
 
 def _first_diff(a: list, b: list) -> int:
@@ -306,7 +339,9 @@ def loss_mask(wiring):
         if wiring.is_grpo:
             _, dist, _ = wiring.loss._get_cur_log_prob(work)  # the mask GRPOLoss builds (grpo.py, 0.14.1)
             mask = dist.mask
-        scored = wiring.actor(wiring.rollout.copy())
+        # clone, not copy: the actor scores in place, and on a shallow copy it rewrites the rollout's own
+        # ('tokens', ...) entry, dropping the generated ('tokens', 'prompt') the later checks read
+        scored = wiring.actor(wiring.rollout.clone())
     tokens = token_rows(scored, ("tokens", "full"))
     if not wiring.is_grpo:  # SFTLoss.forward: stored assistant masks, else the template's, & attention
         assist = scored.get(("masks", "all_assistant_mask"), None, as_list=True)

@@ -37,6 +37,14 @@ CASES = [
     ("reference", "broken_tokenizer", "reference", ["padding_side"]),
     ("samples", "broken", "samples-per-prompt", ["[16] rows each, not 4", "num_samples=4"]),
     ("samples", "broken_actor", "samples-per-prompt", ["num_samples=4", "num_return_sequences", "generate_kwargs={}"]),
+    # pad == eos: TransformersWrapper's masks are tokens != pad_token_id; the history responses come back empty
+    ("pad_eos", "broken", "loss-mask", ["holds 0 response tokens in 8 rows", "pad_token_id == eos_token_id (99", "add_special_tokens"]),
+    ("pad_eos", "broken", "behaviour-logprobs", ["0 response tokens to compare in 8 rows", "pad_token_id == eos_token_id"]),
+    ("pad_eos", "broken_no_pad", "loss-mask", ["holds 0 response tokens", "sets pad = eos itself"]),
+    ("pad_eos", "broken_tokens", "loss-mask", ["hold 0 eos ids", "pad_token_id == eos_token_id"]),
+    # rows that once passed on zero evidence
+    ("zero_evidence", "all_frozen", "update", ["0 trainable tensors (26 frozen)"]),
+    ("zero_evidence", "empty_rollout", "load", ["the rollout has 0 rows"]),
 ]
 
 
@@ -52,6 +60,7 @@ def test_check_fails_broken_fixture(fixture, variant, check, says):
 @pytest.mark.parametrize("fixture, check", [
     ("behaviour_logprobs", "behaviour-logprobs"), ("loss_mask", "loss-mask"), ("sft", "loss-mask"), ("advantage", "advantage"),
     ("update", "update"), ("reference", "reference"), ("samples", "samples-per-prompt"),
+    ("pad_eos", "loss-mask"), ("pad_eos", "behaviour-logprobs"), ("zero_evidence", "update"), ("zero_evidence", "load"),
 ])
 def test_check_passes_fixed_twin(fixture, check):
     code, found = run(f"{WIRING / fixture}.py:fixed")
@@ -119,3 +128,52 @@ def test_served_policy_wiring_passes_where_the_backend_runs(backend):
     _backend_or_skip(backend)
     code, found = run(f"{WIRING / 'backends'}.py:{backend}")
     assert code == 0 and all(status == "pass" for status, _ in found.values()), found
+
+
+def test_pad_eos_tokens_mode_fixed_twin_passes():
+    """The nearest correct twin of broken_tokens: the same tokens-mode step with the tokenizer's own pad token."""
+    code, found = run(f"{WIRING / 'pad_eos'}.py:fixed_tokens")
+    assert code == 0 and found["llm-wiring:loss-mask"][0] == "pass", found["llm-wiring:loss-mask"]
+    assert "masks exactly the 4" in found["llm-wiring:loss-mask"][1]  # 4x response tokens counted, not 0
+
+
+def test_pad_eos_empties_every_history_response():
+    """The fault itself, on the real wrapper: with pad == eos the prompt's end-of-turn ids are dropped
+    from ('tokens', 'full'), so the decoded full text is shorter than the prompt text and every
+    ('text', 'response') is empty, while ('tokens', 'response') still holds the sampled ids."""
+    import sys
+
+    sys.path.insert(0, str(WIRING))
+    import _common
+    import _tiny_llm as tiny
+
+    for pad_is_eos in (True, False):
+        tok = tiny.make_tokenizer()
+        if pad_is_eos:
+            tok.pad_token = tok.eos_token
+        _, rows = _common.ex.sample_groups(tiny.make_causal_lm(tok), tok, "history")
+        texts = rows.get(("text", "response")).tolist()
+        sampled = sum(t.numel() for t in rows.get(("tokens", "response"), as_list=True))
+        assert sampled > 0
+        assert (texts == [""] * len(texts)) is pad_is_eos, texts
+
+
+def test_all_equal_rewards_skip_the_advantage_row_naming_why():
+    """Zero evidence is never a pass: all-equal rewards leave no group to check the normalisation on."""
+    code, found = run(f"{WIRING / 'zero_evidence'}.py:flat_rewards")
+    status, detail = found["llm-wiring:advantage"]
+    assert status == "skip" and "all 2 groups have all-equal rewards" in detail and "not checked" in detail
+    assert run(f"{WIRING / 'zero_evidence'}.py:fixed")[1]["llm-wiring:advantage"][0] == "pass"
+
+
+@pytest.mark.parametrize("mode", ["history", "text", "tokens"])
+def test_bundled_example_passes_for_every_input_mode(mode):
+    """--example MODE: num_samples layout [n_prompts, 4] flattened, MCAdvantage in a replay buffer,
+    the mode's scoring path; every row passes on counted evidence (response tokens > 0)."""
+    code, found = run(None, "--example", mode)
+    assert code == 0, {k: v for k, v in found.items() if v[0] != "pass"}
+    assert f"input_mode={mode!r}" in found["llm-wiring:load"][1]
+    for name in ["behaviour-logprobs", "loss-mask", "advantage", "update", "samples-per-prompt"]:
+        assert found[f"llm-wiring:{name}"][0] == "pass", (name, found[f"llm-wiring:{name}"])
+    assert " 0 response tokens" not in found["llm-wiring:loss-mask"][1]
+    assert "2 prompts x 4 samples = 8 rows" in found["llm-wiring:samples-per-prompt"][1]

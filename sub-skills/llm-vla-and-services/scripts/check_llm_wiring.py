@@ -36,6 +36,10 @@ EXAMPLE = (
 def build_parser():
     parser = sr.make_parser(__doc__, EXAMPLE)
     parser.add_argument("target", nargs="?", metavar="TARGET", help="FILE.py:function or package.module:function returning the wiring (see above)")
+    parser.add_argument("--example", choices=("history", "text", "tokens"), default="history",
+                        help="without TARGET: which bundled known-good wiring runs, by TransformersWrapper input_mode "
+                             "(history: repeated prompts, in-place scoring, masking_strategy='rlhf'; text/tokens: "
+                             "num_samples, MCAdvantage in a replay buffer, masking_strategy='sft')")
     sr.add_timeout_flag(parser)
     return parser
 
@@ -45,10 +49,11 @@ def check_load(args):
     import _llm_parts as parts
 
     if args.target is None:
-        import _llm_wiring_example
+        import _llm_wiring_example as ex
 
-        return sr.Passed("bundled known-good GRPO wiring (scripts/_llm_wiring_example.py)",
-                         parts.read_wiring(_llm_wiring_example.wiring(), "_llm_wiring_example.wiring()"))
+        value = ex.wiring() if args.example == "history" else ex.mode_wiring(args.example)
+        return sr.Passed(f"bundled known-good GRPO wiring, input_mode={args.example!r} (scripts/_llm_wiring_example.py)",
+                         parts.read_wiring(value, "_llm_wiring_example"))
     target = _user_code.parse_target(args.target, form="FILE.py:function or package.module:function")
     fn = _user_code.load_attr(target)
     if not callable(fn):
@@ -61,6 +66,7 @@ def check_load(args):
     except Exception as err:
         raise sr.CheckFailed(f"{call} raised {sr.first_line(err)} (at {_user_code.error_site(err)}); fix that line, then rerun") from None
     wiring = parts.read_wiring(value, call)
+    sr.expect(wiring.rollout.batch_size[0] > 0, f"{call}: the rollout has 0 rows: nothing to check; return the batch the loss is called on")
     return sr.Passed(f"{call}: {type(wiring.policy).__name__} policy, {type(wiring.loss).__name__}, "
                      f"rollout of {wiring.rollout.batch_size[0]} rows", wiring)
 
@@ -103,6 +109,8 @@ def check_behaviour_logprobs(wiring):
     model = parts.model_of(wiring.actor) or parts.model_of(wiring.policy)
     tokens, spans = _scored(wiring)
     count, worst, where = parts.compare_log_probs(stored, tokens, spans, model, str(key))
+    sr.expect(count > 0, f"0 response tokens to compare in {len(tokens)} rows (nothing checked): "
+                         f"{parts.no_response_tokens(wiring.rollout, wiring.policy.tokenizer)}")
     sr.expect(worst <= parts.ATOL, f"stored {key} differ from a forward of {type(model).__name__} on the same tokens by up to "
                              f"{worst:.3g} at {where}: the ratio is not 1 at step 0, so the first update is biased")
     ratio, at = parts.step0_ratio(wiring)
@@ -118,7 +126,13 @@ def check_loss_mask(wiring):
     import _llm_parts as parts
 
     rows, tokens, scored = parts.loss_mask(wiring)
-    spans = parts.response_spans(wiring.rollout if wiring.is_grpo else scored, tokens, wiring.policy.tokenizer,
+    tok = wiring.policy.tokenizer
+    cause = parts.pad_is_eos(tok)
+    # text/tokens modes: pad == eos drops every eos id from the scored tokens, the response's own stop
+    # token included, while the response spans still line up (history mode: the responses are empty, below)
+    eos_in = sum(int((t == tok.eos_token_id).sum()) for t in tokens) if cause else 1
+    sr.expect(eos_in > 0, f"the {len(rows)} scored rows hold 0 eos ids (no end of turn, no stop token to train): {cause}")
+    spans = parts.response_spans(wiring.rollout if wiring.is_grpo else scored, tokens, tok,
                                  wiring.actor, every_assistant=not wiring.is_grpo)
     faults, counted, eos_left = [], 0, 0
     for i, (mask, row) in enumerate(zip(rows, spans)):
@@ -134,6 +148,8 @@ def check_loss_mask(wiring):
         if prompt or missing or extra:
             faults.append(f"row {i}: {len(prompt)} prompt tokens in the mask, {len(missing)} response tokens missing, "
                           f"{len(extra)} tokens after the response in it")
+    sr.expect(counted > 0, f"the loss's mask holds 0 response tokens in {len(rows)} rows (nothing trains): "
+                           f"{parts.no_response_tokens(wiring.rollout, tok)}")
     strategy = getattr(wiring.loss, "masking_strategy", None)
     what = f"{type(wiring.loss).__name__}(masking_strategy={strategy!r})" if strategy else f"{type(wiring.loss).__name__} (assistant masks)"
     sr.expect(not faults, f"{what} trains on other tokens than the "
@@ -167,7 +183,8 @@ def check_advantage(wiring):
     keys = parts.prompt_keys(wiring.rollout)
     groups = [g for g in parts.groups_of(keys) if len(g) > 1]
     if not groups:
-        return f"one advantage per sequence, shape [{adv.numel()}, 1, 1]; one row per prompt: no group to normalise within (not checked)"
+        raise sr.CheckSkipped(f"shape [{adv.numel()}, 1, 1] right; normalisation not checked: one row per prompt, no group "
+                              "to normalise within (GRPO needs several samples per prompt: num_samples or repeated prompts)")
     bad, flat = [], 0
     for g in groups:
         a = adv[g]
@@ -179,6 +196,10 @@ def check_advantage(wiring):
             bad.append(f"{parts.describe_prompt(keys[g[0]])} ({len(g)} rows): mean {mean:.3f}, std {std:.3f}")
     whole = f" (over the whole batch: mean {float(adv.mean()):.3f}, std {float(adv.std()):.3f}: normalised across prompts)" \
         if abs(float(adv.mean())) < 1e-3 and abs(float(adv.std()) - 1) < 2e-2 else ""
+    if flat == len(groups):
+        raise sr.CheckSkipped(f"shape [{adv.numel()}, 1, 1] right; normalisation not checked: all {flat} groups have "
+                              "all-equal rewards, so every advantage is 0 (no learning signal); give these prompts a reward "
+                              "that varies within a group (empty responses score alike: see loss-mask)")
     sr.expect(not bad, f"advantage is not normalised within each prompt's group: {'; '.join(bad[:3])}{whole}; "
                        "fix: (r - group mean) / group std per prompt, as MCAdvantage(grpo_size=N) writes it")
     note = f"; {flat} groups have all-equal rewards (zero advantage: no learning signal from them)" if flat else ""
@@ -203,6 +224,8 @@ def check_update(wiring):
     named = dict(model.named_parameters())
     frozen = {n for n, p in named.items() if not p.requires_grad or n.startswith(wiring.frozen or ("\0",))}
     should = [n for n in named if n not in frozen]
+    sr.expect(bool(should), f"the policy's {type(model).__name__} has 0 trainable tensors ({len(frozen)} frozen): "
+                            "nothing can train; leave requires_grad on the tensors you mean to train")
     opt = wiring.optimizer or torch.optim.Adam(wiring.loss.parameters(), lr=1e-3)
     before = {n: p.detach().clone() for n, p in named.items()}
     state = copy.deepcopy(opt.state_dict())
@@ -269,6 +292,8 @@ def check_reference(wiring):
                                   "fix: score the batch with the reference (log_probs_key='ref_log_probs') and set it there")
     tokens, spans = _scored(wiring)
     count, worst, where = parts.compare_log_probs(stored, tokens, spans, ref_model, str(key))
+    sr.expect(count > 0, f"0 response tokens to compare with the reference (nothing checked): "
+                         f"{parts.no_response_tokens(wiring.rollout, wiring.policy.tokenizer)}")
     sr.expect(worst <= parts.ATOL, f"stored {key} differ from a forward of the reference on the batch's tokens by up to {worst:.3g} "
                              f"at {where}: the KL compares misaligned tokens")
     return (f"reference frozen ({sum(1 for _ in ref_model.parameters())} tensors), own weights, same tokenizer/padding side/template; "
