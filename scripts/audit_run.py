@@ -245,7 +245,6 @@ def run_checks(args, report):
     if args.probe:  # the probe ladder: its own rows (_audit/ladder.py)
         from _audit import ladder
 
-        args.default_target = DEFAULT_TARGET
         ladder.run_checks(args, report)
         return
     done = sr.run_declared(CHECKS, report, args=args)

@@ -175,6 +175,13 @@ def test_a_parallel_env_runs_as_a_serial_env_so_the_probe_reaches_its_sub_envs()
     assert status == "pass" and "SerialEnv over 3 probe leaf env(s) (Point)" in detail, detail
 
 
+def test_probe_without_a_target_or_with_a_missing_one_exits_2_with_one_line(tmp_path):
+    code, report, err = run_main("scripts/audit_run", "--probe", stderr=True)
+    assert code == 2 and report == {} and "--probe needs the training script to probe" in err
+    code, report, err = run_main("scripts/audit_run", "--probe", str(tmp_path / "missing.py"), stderr=True)
+    assert code == 2 and report == {} and len(err.strip().splitlines()) == 1, err
+
+
 def test_collectors_with_worker_processes_cannot_be_probed():
     from _audit import ladder_child
 

@@ -164,7 +164,8 @@ def check_setup(args):
 
     from . import runner
 
-    args.target = args.target or str(args.default_target)
+    if not args.target:  # the bundled example trains 256 frames at lr 3e-4: a smoke run, not a learner to probe
+        sr.cannot_run("--probe needs the training script to probe", "python $SKILL_DIR/scripts/audit_run.py train.py --probe -- ARGS")
     target = _user_code.parse_target(args.target, script_ok=True)
     if runner.START is runner.start_child:
         import torchrl  # noqa: F401  (the rungs' children fork from here with it imported)
