@@ -190,9 +190,10 @@ def judge(obs: dict) -> str:
                           "called once per collected batch, not per update")
         elif m["steps"]:
             notes.append(f"{m['cls']} {m['init']:g} -> {m['now']} over {frames} frames (annealing_num_steps={m['annealing_num_steps']}; curve: {_curve(m)})")
-    notes += [f"{s['kind']} at {s['site']}: policy not re-run on its batch ({s['error']})" for s in unchecked]
+    not_run = [f"{s['kind']} at {s['site']}: policy not re-run on its batch ({s['error']})" for s in unchecked]
     if faults:
-        raise sr.CheckFailed(" | ".join(faults))
-    if not notes:
-        raise sr.CheckSkipped("no collected action could be compared with the policy's deterministic action")
-    return "; ".join(notes)
+        raise sr.CheckFailed(" | ".join(faults + not_run))
+    if not notes:  # nothing measured: a note that the policy could not be re-run is not a pass
+        raise sr.CheckSkipped("no collected action could be compared with the policy's deterministic action"
+                              + (f" ({'; '.join(not_run)})" if not_run else ""))
+    return "; ".join(notes + not_run)

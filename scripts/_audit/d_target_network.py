@@ -226,10 +226,10 @@ def _implied(u: dict | None) -> tuple[float | None, str]:
         return None, "updated by hand"
     if "interval" in u:
         n = int(u["interval"])
-        return (n + 2) / 2, f"HardUpdate copies every {n + 1} steps: about {(n + 2) / 2:g} on average"
+        return (n + 2) / 2, f"HardUpdate copies every {n + 1} steps: about {(n + 2) / 2:g} steps on average"
     tau = u.get("tau")
     if tau:
-        return 1 / tau, f"tau={tau:g} (eps={1 - tau:g}): about 1/tau = {1 / tau:.3g}"
+        return 1 / tau, f"tau={tau:g} (eps={1 - tau:g}): about 1/tau = {1 / tau:.3g} steps"
     return None, "coefficient unknown"
 
 
@@ -250,13 +250,13 @@ def _judge_loss(loss: dict, updaters: list[dict]) -> tuple[bool | None, str]:
     lag = statistics.median(lags[len(lags) // 2:])
     if lag < MIN_LAG:
         return False, (f"{text}; yet the target trails the online net by only {lag:.2f} optimizer steps (its distance to the online "
-                       f"weights over their movement per step, median of the last {len(lags) - len(lags) // 2} sampled steps; {how} steps): "
+                       f"weights over their movement per step, median of the last {len(lags) - len(lags) // 2} sampled steps; {how}): "
                        "it follows the online net almost at once, so the bootstrapped target moves with every update; fix: "
                        "SoftUpdate(loss, tau=0.005) (tau is the share of the online weights taken per step; eps=1-tau), "
                        "or HardUpdate(loss, value_network_update_interval=N) with N in the hundreds or more")
     steady = "" if implied is None or lag >= 0.5 * implied else f" (still building up toward it: the lag grows over ~{implied:.3g} steps)"
     return True, (f"{text}; the target trails the online net by about {lag:.3g} optimizer steps (distance / movement per step, median of "
-                  f"{len(lags) - len(lags) // 2} sampled steps; {how} steps){steady}")
+                  f"{len(lags) - len(lags) // 2} sampled steps; {how}){steady}")
 
 
 def _judge_rates(loss: dict, updaters: list[dict]) -> tuple[bool | None, str]:

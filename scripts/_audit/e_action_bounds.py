@@ -147,10 +147,29 @@ def _share(c: dict, d: int) -> tuple[float, float, float]:
     return (c["at_low"][d] + c["at_high"][d]) / n, c["near"][d] / n, c["beyond"][d] / n
 
 
+def premise(observed: dict) -> str | None:
+    """Why the bang-bang judgement does not apply to this run, or None. Its premise is a
+    learned policy saturated before it could have learned: a run with no optimizer step, or
+    whose every acting policy has no tensors (a scripted controller, read from the
+    acting-module row's section), has nothing that learns, and a controller may push on
+    the bounds by design."""
+    if not observed["meta"].get("optimizer_steps"):
+        return "no optimizer stepped, so no policy learns here: a bang-bang policy before learning is not judged"
+    pols = observed["sections"].get("acting-module", {}).get("policies", [])
+    if pols and not any(p["tensors"] for p in pols):
+        names = ", ".join(sorted({p["cls"] for p in pols}))
+        return (f"the policy that acts ({names}) has no tensors (a scripted controller): the premise of this row, a learned "
+                "policy saturated before it could learn, does not hold")
+    return None
+
+
 def judge(observed: dict) -> str:
     envs = observed["sections"].get(NAME, {}).get("envs", [])
     if not envs:
         raise sr.CheckSkipped("no base env with a bounded continuous action spec was stepped")
+    why = premise(observed)
+    if why:
+        raise sr.CheckSkipped(why)
     faults, notes, short = [], [], []
     for e in envs:
         where = f"{e['label']} (action range {e['range']})"

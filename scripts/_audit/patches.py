@@ -25,7 +25,7 @@ loss)`` (``est.value_estimate(td)`` called directly, as DQNLoss and SACLoss do),
 ``rb_user_priority(rb, method, site, error)`` (when the call ended: ``error`` is None, or
 ``"TypeName: message"`` for a call that raised), ``sampler_priority(sampler, priority,
 in_extend, index)`` (after the call returned: an update that raised is not reported),
-``explore_step(module, frames)``, ``td_read(td, key, site)``.
+``rb_restored(rb)`` (``loads``/``load_state_dict``), ``explore_step(module, frames)``, ``td_read(td, key, site)``.
 """
 
 from __future__ import annotations
@@ -277,6 +277,8 @@ def install(hub) -> None:
     wrap(hub, ReplayBuffer, "__init__", after=lambda s, a, k, o: rb_built(s, a, k))
     wrap(hub, ReplayBuffer, "extend", after=lambda s, a, k, o: hub.emit("rb_extend", s, a[0] if a else k.get("data")), around=extend_around)
     wrap(hub, ReplayBuffer, "sample", after=lambda s, a, k, out: hub.emit("rb_sample", s, out))
+    for name in ("loads", "load_state_dict"):  # a buffer restored from a checkpoint (its priorities too)
+        wrap(hub, ReplayBuffer, name, after=lambda s, a, k, o: hub.emit("rb_restored", s), guard="restore")
     for klass, meth in ((ReplayBuffer, "update_priority"), (TensorDictReplayBuffer, "update_tensordict_priority")):
         wrap(hub, klass, meth, around=_user_priority(hub, meth))
     wrap(hub, PrioritizedSampler, "update_priority",

@@ -57,8 +57,8 @@ def _find_config(frame, max_depth: int = 40) -> dict:
         for k, v in obj.items():
             if isinstance(v, (dict, argparse.Namespace)) or type(v).__name__ == "DictConfig":
                 walk(v, f"{path}.{k}", out, depth + 1)
-            elif isinstance(v, (int, float)) and not isinstance(v, bool) and not any(w in path.lower() for w in ("optim", "sched")):
-                # an optimizer's or lr scheduler's gamma (StepLR) is not the discount
+            elif isinstance(v, (int, float)) and not isinstance(v, bool) and "sched" not in path.lower():
+                # an lr scheduler's gamma (StepLR) is not the discount
                 for what, names in CONFIG_NAMES.items():
                     if str(k).lower() in names and what not in out:
                         out[what] = (float(v), f"{path}.{k}")
