@@ -266,11 +266,19 @@ def run_error(text: str, args, report: sr.Report) -> None:
         _row(report, f"error:{hit.entry.id}", "pass", error_lines(hit.entry, hit.score, hit.evidence))
     if confirmed:
         return
+    from _explain.lookup import answers as lookup, not_found_line
+
+    # a generic message's candidates name their frames (below); any other text is looked
+    # up where torchrl/tensordict raise it
+    found = [] if hits else lookup(text)
+    generic = next((g for g in ei.generic_messages() if " ".join(g.text.split()) in " ".join(last.split())), None)
+    for name, lines in found:  # where a generic message is raised is no answer: its callers are many
+        _row(report, name, "skip" if generic else "pass", lines)
+    answers += [] if generic else found
     if hits:
         for hit in hits[: args.limit]:
             lines = error_lines(hit.entry, hit.score, f"candidate, not confirmed: {hit.evidence}")
             _row(report, f"candidate:{hit.entry.id}", "skip", lines)
-        generic = next((g for g in ei.generic_messages() if " ".join(g.text.split()) in " ".join(last.split())), None)
         source = f" ({generic.raised_by} raises it for many callers)" if generic else ""
         how = ("the traceback passes through none of their frames: the row above names the function that raised"
                if any(f.library for f in trace) else
@@ -281,7 +289,7 @@ def run_error(text: str, args, report: sr.Report) -> None:
     near = ei.match(text, limit=args.limit)
     close = "; ".join(f"{e.short or e.title} [{e.page}#{e.anchor}]" for _, e, _ in near)
     hint = ("The row above is read from the installed library" if answers else
-            "Read the last exception line of the traceback and run explain.py on the names it mentions")
+            f"{not_found_line(last)}. Pass the whole traceback (--error-file): its torchrl/tensordict frame names the call")
     report.add("error:no-match", "skip" if answers else "fail",
                f"no error-index entry matches {last[:160]!r}" + (f"; nearest: {close}" if close else "") + f". {hint}")
 

@@ -33,7 +33,8 @@ import pytest
 from conftest import BUNDLE, run_python
 
 import _error_index as ei
-from _explain.tracebacks import answer
+from _explain import index, lookup, sites
+from _explain.tracebacks import answer, frames
 
 TRIGGERS = BUNDLE / "tests" / "error_triggers"
 ENTRIES = ei.load()
@@ -128,6 +129,32 @@ def test_trigger_raises_the_real_error_and_the_index_ranks_it_first(entry):
     hits, _ = answer(text)
     assert hits and hits[0].entry.id == entry.id and hits[0].confirmed, (
         f"ranks {[(round(h.score), h.entry.id, h.confirmed) for h in hits[:3]]} for the real error of {entry.id}: {text[-600:]!r}")
+    _the_raising_site_names_the_entry(entry, text)
+
+
+def _the_raising_site_names_the_entry(entry: ei.ErrorEntry, text: str) -> None:
+    """When the trigger's error comes from a ``raise`` statement of torchrl/tensordict (the
+    installed line at the innermost frame starts with ``raise``) and the entry is about that
+    last message (a signature or pattern occurs in it), the source lookup
+    (``_explain/sites.py``) finds that file and line from the message alone, and lists this
+    entry among the index entries at that site (``_explain/lookup.entries_at``)."""
+    trace = frames(text)
+    if not trace or not trace[-1].library:
+        return
+    last = trace[-1]
+    top, _, rest = last.library.partition("/")
+    source = (index.package_dir(top) / rest).read_text(encoding="utf-8").splitlines()
+    if not source[last.line - 1].lstrip().startswith("raise ") or re.match(r"raise \w+$", source[last.line - 1].strip()):
+        return  # Python or torch raised inside the line, or a bare re-raise
+    exc, message = sites.message_of(text)
+    if not _occurs(entry, f"{exc}: {message}"):
+        return  # the entry is about an earlier error of the text (a worker's), not the last raise
+    found = sites.find(message)
+    at = [s for s in found if (s.path, s.line) == (last.library, last.line)]
+    assert at, f"{entry.id}: {last.library}:{last.line} not among {[(s.path, s.line) for s in found][:8]}"
+    callers, _ = sites.public_callers(at[0])
+    chain = [part for _, how in callers for part in how.split(": ", 1)[-1].split(" -> ")]
+    assert entry.id in [e.id for e in lookup.entries_at(at[0], chain)], f"{entry.id} not listed at {last.library}:{last.line}"
 
 
 def _test_exists(node: str) -> bool:

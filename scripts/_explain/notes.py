@@ -52,13 +52,65 @@ def kwarg_lines(obj) -> list[str]:
         if not hit and method and getattr(obj, "__name__", "") == method:
             klass = _resolved(owner)
             hit = isinstance(klass, type)
-        if hit:
-            new = f"{row['new']}=" if row.get("new") else "(drop it)"
-            when = [f"deprecated in {row['deprecated_in']}" if row.get("deprecated_in") else "",
-                    f"removed in {row['removed_in']}" if row.get("removed_in") else "still accepted"]
-            out.append(f"keyword {row['old']}= -> {new}: {', '.join(w for w in when if w)} "
-                       f"(on {row['callable']}) [{API_PAGE}#keyword-arguments]")
+        if not hit:
+            continue
+        new = f"{row['new']}=" if row.get("new") else "(drop it)"
+        live = live_parameter(obj, row["old"])
+        if row.get("removed_in") and live is not None:  # the table says removed; the live object says otherwise
+            out.append(f"keyword {row['old']}=: in the installed {_label(obj)}'s signature ({row['old']}={live}), "
+                       f"not removed here; {_guard_text(obj, row['old'])} [{API_PAGE}#keyword-arguments]")
+            continue
+        when = [f"deprecated in {row['deprecated_in']}" if row.get("deprecated_in") else "",
+                f"removed in {row['removed_in']}" if row.get("removed_in") else "still accepted"]
+        out.append(f"keyword {row['old']}= -> {new}: {', '.join(w for w in when if w)} "
+                   f"(on {row['callable']}) [{API_PAGE}#keyword-arguments]")
     return out
+
+
+def _label(obj) -> str:
+    return getattr(obj, "__qualname__", None) or getattr(obj, "__name__", "") or type(obj).__name__
+
+
+def live_parameter(obj, name: str) -> str | None:
+    """The default of keyword ``name`` in ``obj``'s live signature (``"<required>"`` when it
+    has none), or None when the signature does not take it by name."""
+    from .facts import live_signature
+
+    try:
+        params = live_signature(obj).parameters
+    except (TypeError, ValueError):
+        return None
+    param = params.get(name)
+    if param is None or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+        return None
+    return "<required>" if param.default is param.empty else repr(param.default)
+
+
+def _guard_text(obj, name: str) -> str:
+    """What the installed source does with keyword ``name``: the raise statements of the
+    files defining ``obj`` and its torchrl/tensordict base classes whose guarding ``if``
+    names it (``sites.py``), else that no raise there checks it."""
+    import inspect
+    import re
+
+    from .sites import file_sites
+
+    owners = [k for k in getattr(obj, "__mro__", (obj,)) if getattr(k, "__module__", "").split(".")[0] in ("torchrl", "tensordict")]
+    word = re.compile(rf"\b{re.escape(name)}\b")
+    guards, paths = [], []
+    for owner in owners or [obj]:
+        try:
+            file = inspect.getsourcefile(owner if isinstance(owner, type) else getattr(owner, "__func__", owner))
+        except TypeError:
+            continue
+        found = re.search(r"((?:torchrl|tensordict)/.+\.py)$", (file or "").replace("\\", "/"))
+        if found and found.group(1) not in paths:
+            paths.append(found.group(1))
+            guards += [s for s in file_sites(found.group(1)) if word.search(s.condition)]
+    if not guards:
+        return f"no raise in {', '.join(paths) or 'its source'} checks it"
+    return "; ".join(f"raises {s.exc}({s.text()!r}) {s.condition.split('; inside')[0]} ({s.path}:{s.line})"
+                     for s in guards[:2])
 
 
 def key_lines(obj) -> list[str]:

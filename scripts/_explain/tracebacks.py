@@ -131,9 +131,13 @@ def answer(text: str, entries=None) -> tuple[list[Hit], list[Frame]]:
 def raising_frames(trace: list[Frame]) -> tuple[Frame | None, Frame | None, Frame | None]:
     """``(raiser, torchrl caller, user line)`` of the last traceback in ``trace``: the
     innermost torchrl/tensordict frame, the innermost torchrl frame (the caller of a
-    tensordict helper, when the raiser is one), and the innermost frame of the user's code."""
+    tensordict helper, when the raiser is one), and the innermost frame of the user's code
+    outside the raiser (the line that called into the library)."""
     library = [f for f in trace if f.library]
     raiser = library[-1] if library else None
     caller = next((f for f in reversed(library) if f.library.startswith("torchrl/")), None)
-    user = next((f for f in reversed(trace) if f.user), None)
+    # the user's line calls into the library: a frame inside the raise (numpy's mtrand.pyx,
+    # a relative path) is not it
+    outer = trace[:max(i for i, f in enumerate(trace) if f is raiser)] if raiser is not None else trace
+    user = next((f for f in reversed(outer) if f.user), None)
     return raiser, caller, user
