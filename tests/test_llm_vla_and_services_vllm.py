@@ -1,0 +1,148 @@
+"""check_vllm.py and the vLLM stack (requirements-vllm.txt).
+
+In the main env (no vLLM): every row MISSING naming requirements-vllm.txt, exit 0, and the
+mismatch metrics on hand values. In the vLLM venv ($TORCHRL_SKILL_VLLM_VENV, default
+/work/venvs/vllm, built by `bash .ci/run_vllm`): check_vllm.py runs for real (one run per
+session, about 5 minutes on 2 busy cores) and check_torchrl_env.py reports backend:vllm PASS.
+Those tests skip only when that venv is not built.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import BUNDLE, load_module, rows, run_main
+
+AREA = "llm-vla-and-services"
+SCRIPT = BUNDLE / "sub-skills" / AREA / "scripts" / "check_vllm.py"
+VENV = Path(os.environ.get("TORCHRL_SKILL_VLLM_VENV", "/work/venvs/vllm"))
+VENV_PY = VENV / "bin" / "python"
+needs_venv = pytest.mark.skipif(not VENV_PY.exists(), reason="vllm venv not built")
+check_vllm = load_module(f"{AREA}/check_vllm")
+
+
+def test_without_vllm_every_row_is_missing_and_names_the_requirements_file():
+    code, report = run_main(SCRIPT)
+    assert code == 0
+    got = rows(report)
+    assert list(got) == [c.name for c in check_vllm.CHECKS]
+    assert {status for status, _ in got.values()} == {"missing"}
+    assert "requirements-vllm.txt" in got["vllm:stack"][1]
+    assert all("requirements-vllm.txt" in detail for _, detail in got.values())
+
+
+def test_mismatch_metrics_on_hand_values():
+    import torch
+
+    engine = torch.tensor([-1.0, -2.0, -0.5])
+    same = check_vllm.mismatch(engine, engine.clone())
+    assert same == {"max_abs": 0.0, "mean_abs": 0.0, "k3": 0.0, "ppl_ratio": 1.0}
+    shifted = check_vllm.mismatch(engine, engine + torch.tensor([0.1, -0.2, 0.0]))
+    assert shifted["max_abs"] == pytest.approx(0.2)
+    assert shifted["mean_abs"] == pytest.approx(0.1)
+    k3 = ((math.exp(0.1) - 1 - 0.1) + (math.exp(-0.2) - 1 + 0.2)) / 3
+    assert shifted["k3"] == pytest.approx(k3)
+    assert shifted["ppl_ratio"] == pytest.approx(math.exp(-0.1 / 3))
+    # a broken engine (another model's log-probs) is far past the script's tolerance
+    assert check_vllm.mismatch(engine, engine - 1.0)["max_abs"] > check_vllm.MAX_ABS_TOL
+
+
+def test_judge_mismatch_rejects_other_weights_and_passes_the_same_ones():
+    from skill_report import CheckFailed
+
+    # measured on the vLLM stack: same weights 4.8e-07 apart, another seed's weights 0.54 apart
+    check_vllm.judge_mismatch({"max_abs": 4.8e-7, "mean_abs": 1.2e-7, "k3": 2.8e-14, "ppl_ratio": 1.0}, "same")
+    with pytest.raises(CheckFailed, match="tolerance max"):
+        check_vllm.judge_mismatch({"max_abs": 0.54, "mean_abs": 0.22, "k3": 3.5e-2, "ppl_ratio": 0.99}, "other")
+    with pytest.raises(CheckFailed):  # a small max but a KL past its tolerance still fails
+        check_vllm.judge_mismatch({"max_abs": 1e-4, "mean_abs": 1e-4, "k3": 1e-3, "ppl_ratio": 1.0}, "kl")
+
+
+def _venv_run(*args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    return subprocess.run([str(VENV_PY), *args], capture_output=True, text=True, timeout=timeout, env=env,
+                          cwd=str(VENV))
+
+
+@pytest.fixture(scope="module")
+def vllm_report():
+    if not VENV_PY.exists():
+        pytest.skip("vllm venv not built")
+    proc = _venv_run(str(SCRIPT), "--json")
+    return proc.returncode, json.loads(proc.stdout), proc.stderr
+
+
+@needs_venv
+@pytest.mark.timeout(2400)
+def test_check_vllm_passes_in_the_vllm_venv(vllm_report):
+    code, report, stderr = vllm_report
+    got = rows(report)
+    assert code == 0, (got, stderr[-2000:])
+    for name in ("vllm:generate-history", "vllm:generate-text", "vllm:generate-tokens", "vllm:logprobs-vs-trainer",
+                 "vllm:weight-sync", "vllm:grpo-step", "vllm:engine-stopped"):
+        assert got[name][0] == "pass", (name, got[name])
+    # each input mode writes the response tokens and their log-probs
+    for mode in ("history", "text", "tokens"):
+        assert "tokens.response" in got[f"vllm:generate-{mode}"][1]
+        assert "log_probs.response" in got[f"vllm:generate-{mode}"][1]
+    assert "none left" in got["vllm:engine-stopped"][1]
+
+
+@needs_venv
+@pytest.mark.timeout(2400)
+def test_vllm_run_leaves_no_process_behind(vllm_report):
+    import psutil
+
+    code, report, _ = vllm_report
+    assert code == 0
+    engine_like = [p.info for p in psutil.process_iter(["pid", "name"]) if (p.info["name"] or "").startswith("VLLM::")]
+    assert engine_like == []
+
+
+@needs_venv
+@pytest.mark.timeout(1800)
+def test_ctrl_c_with_the_engine_running_stops_every_engine_process(tmp_path):
+    """SIGINT (a terminal's Ctrl-C reaches the whole process group) once the engine core is up: exit 130, and no
+    VLLM:: process and no scratch folder of the run is left."""
+    import signal
+    import time
+
+    import psutil
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TMPDIR": str(tmp_path)}
+    proc = subprocess.Popen([str(VENV_PY), str(SCRIPT)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 1200
+        while time.monotonic() < deadline and proc.poll() is None:
+            kids = psutil.Process(proc.pid).children(recursive=True)
+            if any(k.name().startswith("VLLM::Worker") for k in kids):
+                break
+            time.sleep(1)
+        kids = psutil.Process(proc.pid).children(recursive=True)
+        assert kids, "the engine never started"
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.communicate(timeout=300)
+        assert proc.returncode == 130
+        assert [k.pid for k in kids if k.is_running() and k.status() != psutil.STATUS_ZOMBIE] == []
+        assert not any(p.name.startswith("check_vllm_") for p in tmp_path.iterdir())
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+
+
+@needs_venv
+@pytest.mark.timeout(900)
+def test_check_torchrl_env_reports_vllm_in_the_vllm_venv():
+    proc = _venv_run(str(BUNDLE / "scripts" / "check_torchrl_env.py"), "--json", timeout=900)
+    got = rows(json.loads(proc.stdout))
+    assert got["backend:vllm"][0] == "pass", got["backend:vllm"]
+    assert "0.32.0" in got["backend:vllm"][1]
+    # the cost of torch 2.13 beside torchrl 0.14.1: its compiled extension (segment trees)
+    assert got["core:prioritized-replay"][0] == "fail"
