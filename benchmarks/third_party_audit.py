@@ -50,7 +50,7 @@ TARGETS = {
     "discrete_sac": ("discrete_sac", "discrete_sac.py", ["env.library=gymnasium", "logger.backend=null", "collector.init_random_frames=500",
                                                          "collector.frames_per_batch=100", "replay_buffer.size=10000",
                                                          "optim.batch_size=128", "network.hidden_sizes=[64,64]"]),
-    "crossq": ("crossq", "crossq.py", PENDULUM + ["network.critic_hidden_sizes=[256,256]", "network.actor_hidden_sizes=[64,64]"]),
+    "crossq": ("crossq", "crossq.py", PENDULUM + ["env.library=gymnasium", "network.critic_hidden_sizes=[256,256]", "network.actor_hidden_sizes=[64,64]"]),
     "sac": ("sac", "sac.py", PENDULUM + ["network.hidden_sizes=[64,64]"]),
     "td3": ("td3", "td3.py", PENDULUM + ["network.hidden_sizes=[64,64]"]),
 }

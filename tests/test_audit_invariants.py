@@ -156,3 +156,62 @@ def test_soft_update_eps_is_one_minus_tau():
     loss = DQNLoss(QValueActor(nn.Linear(4, 2), in_keys=["observation"], spec=spec), action_space=spec, delay_value=True)
     assert SoftUpdate(loss, tau=0.005).eps == pytest.approx(0.995)
     assert SoftUpdate(loss, eps=0.005).eps == pytest.approx(0.005)  # the swapped coefficient: 99.5% of the online net per step
+
+
+# --- premises and measured fix texts ----------------------------------------------------------
+
+@pytest.mark.slow
+def test_observation_norm_statistics_from_less_than_an_episode_fail_and_a_whole_episode_passes():
+    short = audit(str(INV / "obs_norm.py"), "--max-frames", "1000", "--", "--num-iter", "10")["transforms"]
+    expect(short, "fail", "init_stats(num_iter=10)", "shorter than the episodes this run ended (median length 100")
+    whole = audit(str(INV / "obs_norm.py"), "--max-frames", "1000", "--", "--num-iter", "100")["transforms"]
+    expect(whole, "pass")
+
+
+@pytest.mark.slow
+def test_prioritized_replay_restored_from_a_checkpoint_skips_and_the_fix_reads_the_loss_live():
+    restored = audit(str(INV / "restored_prb.py"), "--max-frames", "600")
+    expect(restored["prioritized-replay"], "skip", "its priorities came from the checkpoint")
+    assert restored["optimizer-coverage"][0] == "pass", restored["optimizer-coverage"]  # the probe's own DQNLoss stays hidden
+    never = audit(str(FIXTURES / "audit" / "prioritized_replay" / "broken.py"), "--max-frames", "300")
+    expect(never["prioritized-replay"], "fail", "priorities never updated", "the squared TD error (Q - target)^2, shape [B, 1]")
+
+
+def test_the_priority_probe_reads_dqn_loss_live():
+    import sys
+
+    from conftest import BUNDLE
+
+    sys.path.insert(0, str(BUNDLE / "scripts"))
+    from _audit.d_prioritized_replay import dqn_priority_form
+
+    assert dqn_priority_form() == {"key": "td_error", "shape": "[B, 1]", "form": "the squared TD error (Q - target)^2"}
+
+
+def test_action_bounds_premise_needs_a_policy_that_learns():
+    import sys
+
+    from conftest import BUNDLE
+
+    sys.path.insert(0, str(BUNDLE / "scripts"))
+    from _audit import e_action_bounds
+
+    scripted = {"meta": {"optimizer_steps": 40}, "sections": {"acting-module": {"policies": [{"cls": "BangBang", "tensors": 0}]}}}
+    assert "scripted controller" in e_action_bounds.premise(scripted)
+    assert "no optimizer stepped" in e_action_bounds.premise({"meta": {"optimizer_steps": 0}, "sections": {}})
+    learned = {"meta": {"optimizer_steps": 40}, "sections": {"acting-module": {"policies": [{"cls": "ProbabilisticActor", "tensors": 4}]}}}
+    assert e_action_bounds.premise(learned) is None
+
+
+def test_exploration_does_not_pass_on_a_policy_it_could_not_rerun():
+    import sys
+
+    import skill_report as sr
+    from conftest import BUNDLE
+
+    sys.path.insert(0, str(BUNDLE / "scripts"))
+    from _audit import d_exploration
+
+    unchecked = {"kind": "Collector", "site": "train.py:9", "frames": 0, "equal": 0, "error": "RuntimeError: shape", "stochastic": True, "explorers": []}
+    with pytest.raises(sr.CheckSkipped, match="policy not re-run"):
+        d_exploration.judge({"sections": {d_exploration.NAME: {"sources": [unchecked], "modules": [], "frames": 500}}})

@@ -44,6 +44,7 @@ import skill_report as sr
 from .evidence import need
 
 NAME = "transforms"
+MIN_EPISODES = 3  # ended episodes before init_stats' rollout length is compared with them
 MIN_STEPS = 10
 RUNNING_NORMS = ("VecNorm", "VecNormV2")  # transforms whose statistics update as they run
 
@@ -185,6 +186,24 @@ def install(hub) -> None:
 
     hub.on("append_transform", on_append)
     hub.summariser(summarise)
+    _watch_init_stats(hub, sec, ObservationNorm)
+
+
+def _watch_init_stats(hub, sec: dict, norm_cls) -> None:
+    """Record each ``ObservationNorm.init_stats(num_iter=N)`` call: its N and where. It takes
+    its statistics from ``parent.rollout(max_steps=N)`` (torchrl 0.14.1) until N frames were
+    collected, so an N shorter than an episode sees only the first N steps of an episode."""
+    from .patches import wrap
+    from .probe import user_site
+
+    calls = sec.setdefault("init_stats", [])
+
+    def before(self, a, k):
+        n = a[0] if a else k.get("num_iter")
+        if len(calls) < 8 and isinstance(n, int):
+            calls.append({"num_iter": n, "site": user_site(), "keys": [str(x) for x in self.in_keys]})
+
+    wrap(hub, norm_cls, "init_stats", before=before)
 
 
 def _count_calls(hub, owner, name: str, event: str) -> None:
@@ -282,6 +301,7 @@ def judge(observed: dict) -> str:
             faults.append(f"{names} in {name} overrides _call but not _reset, and the env was reset {e['resets']} times: at each reset its "
                           "output is untransformed (Transform._reset returns the reset TensorDict unchanged, pytorch/rl#2595); fix: add to that "
                           "class def _reset(self, tensordict, tensordict_reset): return self._call(tensordict_reset)")
+    faults += _init_stats_short(observed)
     faults += _own_statistics(envs)
     if faults:  # the workers of a SerialEnv share one fault: say it once, with the count
         counts = {f: faults.count(f) for f in faults}
@@ -295,6 +315,26 @@ def judge(observed: dict) -> str:
     blind = f"; not counted: the envs inside the worker processes of {', '.join(workers)} (not instrumented)" if workers else ""
     return (f"{used} TransformedEnv(s) used, with the steps and resets each one ran (the sub-envs of a SerialEnv included): "
             + "; ".join(f"{text})" if n == 1 else f"{n} x {text} each)" for text, n in shown.items()) + blind)
+
+
+def _init_stats_short(observed: dict) -> list[str]:
+    """A fault per ``init_stats(num_iter=N)`` whose N is below the median length of the
+    episodes the run ended (the time-limit row's section; at least MIN_EPISODES of them)."""
+    calls = observed["sections"].get(NAME, {}).get("init_stats", [])
+    tl = observed["sections"].get("time-limit", {})
+    lengths = []
+    for kind in ("terminated", "truncated"):
+        for length, n in tl.get(kind, {}).items():
+            lengths += [int(length)] * int(n)
+    if not calls or len(lengths) < MIN_EPISODES:
+        return []
+    lengths.sort()
+    median = lengths[len(lengths) // 2]
+    return [f"ObservationNorm(in_keys={c['keys']}).init_stats(num_iter={c['num_iter']}) at {c['site']} took its statistics from "
+            f"{c['num_iter']} steps, shorter than the episodes this run ended (median length {median} of {len(lengths)}, longest "
+            f"{lengths[-1]}): it rolls out at most num_iter steps, so loc/scale describe only the first {c['num_iter']} steps of an "
+            f"episode and later states are scaled far from unit; fix: init_stats(num_iter={lengths[-1]}) or more (a whole episode), "
+            "or VecNormV2 (running statistics)" for c in calls if c["num_iter"] < median]
 
 
 def _own_statistics(envs: list[dict]) -> list[str]:
