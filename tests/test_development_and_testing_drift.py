@@ -399,7 +399,7 @@ def test_to_on_the_installed_line_plans_nothing_and_passes():
     assert "pip install torch==2.14.1 tensordict==0.14.3 torchrl==0.14.1" in detail or "pip install 'torchrl>=0.14,<0.15'" in detail
 
 
-@pytest.mark.parametrize("to, says", [("0.13", "older than the installed torchrl"), ("0.15", "not a supported torchrl release line"),
+@pytest.mark.parametrize("to, says", [("0.13", "older than the installed torchrl"), ("0.16", "not a supported torchrl release line"),
                                       ("latest", "not a supported torchrl release line")])
 def test_a_bad_target_line_exits_2_with_one_line(to, says):
     proc = run_python([str(script_path("development-and-testing/scan_api_drift")), "--to", to], timeout=300, warm=True)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import ast
 import importlib
-import importlib.metadata
 import importlib.util
 import json
 import re
@@ -253,9 +252,9 @@ def test_report_skips_a_check_the_older_line_cannot_run_and_fails_it_on_the_newe
                  str(BUNDLE / "scripts" / "a_bundle_check.py"), "exec"), space)
     uses_render = space["uses_render"]
 
-    real = importlib.metadata.version
+    real = _versions.installed_version  # the one version read (scripts/_stack.py), whatever torchrl's distribution
     for installed, status in (("0.13.3", "skip"), ("0.14.1", "fail")):
-        monkeypatch.setattr(importlib.metadata, "version", lambda d, v=installed: v if d == "torchrl" else real(d))
+        monkeypatch.setattr(_versions, "installed_version", lambda d, v=installed: v if d == "torchrl" else real(d))
         report = sr.Report("x.py", json_mode=True)
         report.run("render", uses_render)
         assert report.result("render").status == status, report.result("render")
@@ -283,8 +282,8 @@ def test_a_users_call_the_older_line_rejects_stays_a_failure(monkeypatch, tmp_pa
     spec = importlib.util.spec_from_file_location("user_env", user)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    real = importlib.metadata.version
-    monkeypatch.setattr(importlib.metadata, "version", lambda d: "0.13.3" if d == "torchrl" else real(d))
+    real = _versions.installed_version
+    monkeypatch.setattr(_versions, "installed_version", lambda d: "0.13.3" if d == "torchrl" else real(d))
     report = sr.Report("x.py", json_mode=True)
     report.run("user", module.make)
     assert report.result("user").status == "fail" and "torchrl.render" in report.result("user").detail
