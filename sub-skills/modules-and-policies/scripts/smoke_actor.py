@@ -80,6 +80,7 @@ def check_deterministic_actor(args) -> str:
     sr.expect(out["action"].shape == torch.Size([n, 2]), f"action shape {list(out['action'].shape)}, expected [{n}, 2]")
     sr.expect(torch.equal(out["action"], again["action"]), "Actor output changed between two calls")
     sr.expect(bool(out["action"].abs().max() <= 1.0), "safe=True did not project the action into Bounded(-1, 1)")
+    sr.evidence(n, "batch rows checked")
     return f'Actor(safe=True): "observation" [{n}, 4] -> "action" [{n}, 2], repeatable, projected into [-1, 1]'
 
 
@@ -100,6 +101,7 @@ def check_probabilistic_actor(args) -> str:
     sr.expect(out["action"].shape == torch.Size([n, 1]), f"action {list(out['action'].shape)}")
     sr.expect(out["action_log_prob"].shape == torch.Size([n]), f"action_log_prob {list(out['action_log_prob'].shape)}")
     sr.expect(bool(out["action"].abs().max() <= 2.0), "TanhNormal(low=-2, high=2) sampled outside [-2, 2]")
+    sr.evidence(n, "batch rows checked")
     return (
         f'ProbabilisticActor(TanhNormal): wrote loc/scale/action [{n}, 1], action_log_prob [{n}]; '
         "RANDOM samples differ, DETERMINISTIC repeat"
@@ -121,6 +123,7 @@ def check_default_is_deterministic(args) -> str:
     with set_exploration_type(ExplorationType.RANDOM):
         sr.expect(not _policy_checks.explain_rollout_determinism(actor), "helper flagged a RANDOM context")
     prob = _policy_checks.find_probabilistic_module(actor)
+    sr.evidence(n, "batch rows checked")
     return f"no context: exploration_type() None, default_interaction_type={prob.default_interaction_type.name}, two calls equal"
 
 
@@ -142,6 +145,7 @@ def check_tanh_normal_log_prob(args) -> str:
     sr.expect(not _policy_checks.find_log_prob_comparison_fault(lp, reference), "reference still has the wrong shape")
     err = (lp - reference).abs().max().item()
     sr.expect(err < 1e-4, f"TanhNormal.log_prob differs from the tanh-corrected Normal by {err:.2e}")
+    sr.evidence(n, "batch rows checked")
     return f"TanhNormal event_shape {list(dist.event_shape)}: log_prob [{n}] vs Normal [{n}, 1]; summed+tanh-corrected match ({err:.1e})"
 
 
@@ -159,6 +163,7 @@ def check_value_operator(args) -> str:
     out_v, out_q = v(td.clone()), q(td.clone())
     sr.expect(out_v["state_value"].shape == torch.Size([n, 1]), f"state_value {list(out_v['state_value'].shape)}")
     sr.expect(out_q["state_action_value"].shape == torch.Size([n, 1]), f"state_action_value {list(out_q['state_action_value'].shape)}")
+    sr.evidence(n, "batch rows checked")
     return f'ValueOperator: "observation" -> "state_value" [{n}, 1]; with "action" in in_keys -> "state_action_value" [{n}, 1]'
 
 
@@ -178,6 +183,7 @@ def check_qvalue_actor(args) -> str:
     masked = QValueActor(actor.module[0], in_keys=["observation"], spec=Categorical(3), action_mask_key="action_mask")
     out_m = masked(td.clone())
     sr.expect(not bool((out_m["action"] == 1).any()), "QValueActor(action_mask_key=...) chose masked action 1")
+    sr.evidence(n, "batch rows checked")
     return f'QValueActor(Categorical(3)): "action_value" [{n}, 3], "action" [{n}] = argmax, "chosen_action_value" [{n}, 1]; mask honoured'
 
 
@@ -200,6 +206,7 @@ def check_qvalue_mult_one_hot(args) -> str:
     per_part = [int(part.sum(-1).max()) for part in action.split([2, 3], -1)]
     sr.expect(per_part == [1, 1] and int(action.sum(-1).min()) == 2, f"action is not one-hot per component: {action[0].tolist()}")
     sr.expect(spec.is_in(action.bool()), "action outside MultiOneHot([2, 3])")
+    sr.evidence(n, "batch rows checked")
     return f'QValueModule(spec=MultiOneHot([2, 3]), var_nums=[2, 3]): "action" [{n}, 5], one 1 per component'
 
 
@@ -231,6 +238,7 @@ def check_masked_categorical(args) -> str:
     sr.expect(seen == [0, 2], f"expected both unmasked actions over {20 * n} draws, saw {seen}")
     lp_masked = MaskedCategorical(logits=out["logits"], mask=td["action_mask"]).log_prob(torch.ones(n, dtype=torch.long))
     sr.expect(bool(torch.isinf(lp_masked).all()), "log_prob of a masked action is not -inf")
+    sr.evidence(n, "batch rows checked")
     return f'MaskedCategorical via in_keys {{"logits", "mask": "action_mask"}}: "action" [{n}] in {seen}, log_prob(masked) = -inf'
 
 
@@ -270,20 +278,27 @@ def check_noisy_linear(args) -> str:
     layer.apply(reset_noise)
     with set_exploration_type(ExplorationType.RANDOM):
         sr.expect(not torch.equal(layer(x), noisy), "reset_noise did not resample")
+    sr.evidence(n, "batch rows checked")
     return ("NoisyLinear: noisy only under RANDOM (also in eval()), mean weights under DETERMINISTIC or no context; "
             "reset_noise resamples" + (f" (opt-in on this release: use_exploration_type defaults to {switch.default!r})" if opt_in else ""))
 
 
 CHECKS = [
-    sr.Check("actor:deterministic", check_deterministic_actor),
-    sr.Check("actor:probabilistic", check_probabilistic_actor),
-    sr.Check("actor:default-deterministic", check_default_is_deterministic),
-    sr.Check("actor:tanh-normal-log-prob", check_tanh_normal_log_prob),
-    sr.Check("value:operator", check_value_operator),
-    sr.Check("qvalue:categorical", check_qvalue_actor),
-    sr.Check("qvalue:multi-one-hot", check_qvalue_mult_one_hot),
-    sr.Check("actor:masked-categorical", check_masked_categorical),
-    sr.Check("noisy:exploration-type", check_noisy_linear),
+    sr.Check("actor:deterministic", check_deterministic_actor,
+             proves="Actor(safe=True) writes a repeatable action inside its Bounded spec for every row"),
+    sr.Check("actor:probabilistic", check_probabilistic_actor,
+             proves="ProbabilisticActor(TanhNormal) writes loc, scale, action and action_log_prob of the right shapes, in bounds"),
+    sr.Check("actor:default-deterministic", check_default_is_deterministic,
+             proves="outside set_exploration_type a ProbabilisticActor returns its deterministic action"),
+    sr.Check("actor:tanh-normal-log-prob", check_tanh_normal_log_prob,
+             proves="TanhNormal.log_prob is [N] and equals the summed tanh-corrected Normal log-prob"),
+    sr.Check("value:operator", check_value_operator, proves="ValueOperator writes state_value / state_action_value [N, 1]"),
+    sr.Check("qvalue:categorical", check_qvalue_actor, proves="QValueActor's action is the argmax of action_value and honours the mask"),
+    sr.Check("qvalue:multi-one-hot", check_qvalue_mult_one_hot, proves="QValueModule over MultiOneHot picks one action per component"),
+    sr.Check("actor:masked-categorical", check_masked_categorical,
+             proves="MaskedCategorical never samples a masked action and gives it log_prob -inf"),
+    sr.Check("noisy:exploration-type", check_noisy_linear,
+             proves="NoisyLinear is noisy only under ExplorationType.RANDOM and resamples only on reset_noise"),
 ]
 
 

@@ -94,6 +94,7 @@ def check_mlp(args, *, centralized: bool, share_params: bool) -> str:
     if share_params:
         sr.expect(props["n_params"] * n_agents == unshared, f"{props['n_params']} shared params vs {unshared} unshared")
     sr.expect(props["all_equal"] == (centralized and share_params), f"all agents equal: {props['all_equal']}")
+    sr.evidence(BATCH * n_agents, "agent rows checked")
     return (
         f"[{BATCH}, {n_agents}, {N_IN}] -> {props['shape']}; agent0 perturbation reaches agent1: {props['mixes']}; "
         f"equal inputs -> equal outputs: {props['same_input_same_output']}; {props['n_params']} params"
@@ -112,6 +113,7 @@ def check_convnet(args) -> str:
     with torch.no_grad():
         y = net(torch.randn(BATCH, n_agents, 2, 8, 8))
     sr.expect(y.shape[:2] == torch.Size([BATCH, n_agents]) and y.ndim == 3, f"output {list(y.shape)}")
+    sr.evidence(BATCH * n_agents, "agent rows checked")
     return f"MultiAgentConvNet: [{BATCH}, {n_agents}, 2, 8, 8] -> {list(y.shape)} (conv features flattened per agent)"
 
 
@@ -130,16 +132,18 @@ def check_nested_keys(args) -> str:
     out = policy(td)
     sr.expect(out["agents"].batch_size == torch.Size([BATCH, n_agents]), f'("agents",) batch {list(out["agents"].batch_size)}')
     sr.expect(out["agents", "action"].shape == torch.Size([BATCH, n_agents, N_OUT]), f'action {list(out["agents", "action"].shape)}')
+    sr.evidence(BATCH * n_agents, "agent rows checked")
     return f'("agents", "observation") [{BATCH}, {n_agents}, {N_IN}] -> ("agents", "action") [{BATCH}, {n_agents}, {N_OUT}]; group batch [{BATCH}, {n_agents}]'
 
 
 CHECKS = [
-    sr.Check(f"mlp:centralized={c},share_params={p}", functools.partial(check_mlp, centralized=c, share_params=p))
+    sr.Check(f"mlp:centralized={c},share_params={p}", functools.partial(check_mlp, centralized=c, share_params=p),
+             proves=f"MultiAgentMLP(centralized={c}, share_params={p}) mixes agents and shares weights as documented")
     for c in (False, True)
     for p in (False, True)
 ] + [
-    sr.Check("convnet:shape", check_convnet),
-    sr.Check("keys:nested-agent-group", check_nested_keys),
+    sr.Check("convnet:shape", check_convnet, proves="MultiAgentConvNet gives one feature row per agent"),
+    sr.Check("keys:nested-agent-group", check_nested_keys, proves="a module on nested ('agents', ...) keys keeps the group batch"),
 ]
 
 

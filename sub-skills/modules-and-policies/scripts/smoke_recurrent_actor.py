@@ -91,6 +91,7 @@ def check_missing_transforms_flagged() -> str:
         sr.expect(not _policy_checks.find_missing_recurrent_transforms(fixed, policy), "env with InitTracker + primer still flagged")
     finally:
         env.close()
+    sr.evidence(2, "envs judged (bare and transformed)")
     return "bare CartPole flagged (is_init, recurrent_state_h/c); TransformedEnv(env, get_env_transforms_from_module(policy)) accepted"
 
 
@@ -114,6 +115,7 @@ def check_rollout(args, *, kind: str) -> str:
         in_traj = ~data["is_init"].reshape(-1)[1:]  # step t+1 continues step t
         sr.expect(torch.equal(h[1:][in_traj], h_next[:-1][in_traj]), f'{key}[t+1] != ("next", {key})[t] inside a trajectory')
         sr.expect(bool(h[0].abs().max() == 0) and bool(h[1].abs().max() > 0), f"{key} not zero at reset / not updated after step 1")
+    sr.evidence(max(n - 1, 0), "step transitions compared")
     return f"{kind.upper()} rollout [{n}]: {', '.join(keys)} [{n}, 1, {HIDDEN}] carried from (\"next\", key)[t] to key[t+1]"
 
 
@@ -150,6 +152,7 @@ def check_collector(args, *, kind: str) -> sr.Passed:
     sr.expect(carried, f'{key}[t+1] != ("next", {key})[t] inside a trajectory: hidden state not carried by the collector')
     sr.expect(changed >= (steps - n_init) // 2, f"{key} changed on only {changed} of {steps - n_init} in-trajectory steps")
     sr.expect(resets == n_init >= 1, f"{resets} zero hidden states at {n_init} is_init steps")
+    sr.evidence(max(steps - n_init, 0), "in-trajectory steps traced")
     return sr.Passed(
         f"Collector [{steps}] ({kind.upper()}): {key} carried, changed on {changed} steps, zeroed at {resets} is_init reset(s)",
         (policy, data),
@@ -178,16 +181,23 @@ def check_recurrent_mode(lstm_batch) -> str:
     sr.expect(rec.shape == torch.Size([2, steps, HIDDEN]), f"embed shape {list(rec.shape)}")
     sr.expect(err < 1e-5, f"set_recurrent_mode(True) output differs from the collected features by {err:.2e}")
     sr.expect(not torch.allclose(seq, ref, atol=1e-5), "sequential mode matched without stored hidden states (test is vacuous)")
+    sr.evidence(rec.numel(), "embed values compared")
     return f'set_recurrent_mode(True) on [2, {steps}]: "embed" [2, {steps}, {HIDDEN}] rebuilt from the first hidden state (max err {err:.1e})'
 
 
 CHECKS = [
-    sr.Check("recurrent:missing-transforms-flagged", check_missing_transforms_flagged),
-    sr.Check("recurrent:lstm-rollout", functools.partial(check_rollout, kind="lstm")),
-    sr.Check("recurrent:gru-rollout", functools.partial(check_rollout, kind="gru")),
-    sr.Check("collector:lstm", functools.partial(check_collector, kind="lstm"), gives="lstm_batch"),
-    sr.Check("collector:gru", functools.partial(check_collector, kind="gru"), flag="gru_collector"),
-    sr.Check("recurrent:set_recurrent_mode", check_recurrent_mode),
+    sr.Check("recurrent:missing-transforms-flagged", check_missing_transforms_flagged,
+             proves="an env without the policy's recurrent transforms is flagged, the transformed one accepted"),
+    sr.Check("recurrent:lstm-rollout", functools.partial(check_rollout, kind="lstm"),
+             proves="the LSTM hidden state is carried from ('next', key)[t] to key[t+1] at every step"),
+    sr.Check("recurrent:gru-rollout", functools.partial(check_rollout, kind="gru"),
+             proves="the GRU hidden state is carried from ('next', key)[t] to key[t+1] at every step"),
+    sr.Check("collector:lstm", functools.partial(check_collector, kind="lstm"), gives="lstm_batch",
+             proves="a Collector carries the LSTM hidden state and zeroes it at each reset"),
+    sr.Check("collector:gru", functools.partial(check_collector, kind="gru"), flag="gru_collector",
+             proves="a Collector carries the GRU hidden state and zeroes it at each reset"),
+    sr.Check("recurrent:set_recurrent_mode", check_recurrent_mode,
+             proves="set_recurrent_mode(True) rebuilds the collected features from the first hidden state"),
 ]
 
 

@@ -108,6 +108,7 @@ def describe(name: str) -> str:
 
     if not builders.has_builder(name):
         cls = getattr(torchrl.objectives, name)
+        sr.evidence(len(tensor_keys_of(cls)), "tensor_keys read from the live class")
         return (
             f"{name}: not constructed here (needs a world model / sequence model); "
             f"tensor_keys defaults from {name}._AcceptedKeys(): {tensor_keys_of(cls)}"
@@ -118,6 +119,7 @@ def describe(name: str) -> str:
     except sr.CheckSkipped:
         loss, _, _ = builders.build(name)
         rep, tail = key_report(loss), "; forward not run (needs task-specific inputs)"
+    sr.evidence(len(rep["tensor_keys"]) + len(rep["in_keys"] or ()), "keys read from the live loss")
     ins = rep["in_keys"] if rep["in_keys"] is not None else "(no in_keys attribute)"
     outs = rep["out_keys"] if rep["out_keys"] is not None else "(no out_keys attribute)"
     return f"{name}: in_keys={ins}; out_keys={outs}; tensor_keys={rep['tensor_keys']}{tail}"
@@ -144,14 +146,17 @@ def list_losses(exported) -> str:
     import _loss_builders as builders
 
     built = [n for n in exported if builders.has_builder(n)]
+    sr.evidence(len(exported), "loss classes listed")
     return f"{len(exported)} loss classes: {', '.join(exported)}; constructed here: {len(built)}"
 
 
 def declared_checks(args, exported) -> list:
     """``losses:list`` with --list, else one ``keys:NAME`` check per requested loss."""
     if args.list:
-        return [sr.Check("losses:list", list_losses)]
-    return [sr.Check(f"keys:{name}", functools.partial(describe, name)) for name in resolve_names(args.loss, exported)]
+        return [sr.Check("losses:list", list_losses, proves="every loss class torchrl.objectives exports is listed")]
+    return [sr.Check(f"keys:{name}", functools.partial(describe, name),
+                     proves=f"{name}'s keys as the live loss reports them, and a forward on its in_keys alone gives its out_keys")
+            for name in resolve_names(args.loss, exported)]
 
 
 def run_checks(args, report: sr.Report) -> None:

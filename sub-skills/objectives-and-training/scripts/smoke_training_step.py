@@ -160,6 +160,7 @@ def check_ppo(args) -> str:
     before = {n: p.detach().clone() for n, p in actor.named_parameters()}
     opt.step()
     sr.expect(any(not torch.equal(before[n], p) for n, p in actor.named_parameters()), "actor unchanged after opt.step()")
+    sr.evidence(batch.batch_size.numel(), "collected frames trained on")
     return (
         f"Collector {list(batch.batch_size)} frames, GAE advantage {list(batch['advantage'].shape)}, "
         f"loss {float(total):.3f}; {g_actor}; {g_critic}; user actor updated in place (PPO shares its params)"
@@ -211,6 +212,7 @@ def check_sac(args) -> str:
     if not args.skip_updater_step:
         updater.step()
     moved_msg = expect_target_moved(target_before, loss, "target_qvalue_network_params", "SoftUpdate")
+    sr.evidence(len(rb), "buffer rows trained on")
     return f"SACLoss(num_qvalue_nets=2) loss {float(total):.3f}; {g_q}; {g_a}; {moved_msg}"
 
 
@@ -243,13 +245,15 @@ def check_dqn(args) -> str:
         if not args.skip_updater_step:
             updater.step()
     moved_msg = expect_target_moved(target_before, loss, "target_value_network_params", "HardUpdate")
+    sr.evidence(batch.batch_size.numel(), "batch rows trained on")
     return f"DQNLoss loss {float(out['loss']):.3f}; {g}; {moved_msg} (value_network_update_interval=1, copied on the 2nd step())"
 
 
 CHECKS = [
-    sr.Check("ppo:one-iteration-pendulum", check_ppo),
-    sr.Check("sac:update+SoftUpdate", check_sac),
-    sr.Check("dqn:update+HardUpdate", check_dqn),
+    sr.Check("ppo:one-iteration-pendulum", check_ppo,
+             proves="one collected batch gives GAE advantages, finite ClipPPOLoss terms and gradients, and an Adam step"),
+    sr.Check("sac:update+SoftUpdate", check_sac, proves="a SACLoss update gives gradients and SoftUpdate.step() moves the target"),
+    sr.Check("dqn:update+HardUpdate", check_dqn, proves="DQNLoss updates give gradients and HardUpdate copies the target on its 2nd step()"),
 ]
 
 
