@@ -111,8 +111,10 @@ def judge_rung(rung: int, got: dict) -> str:
                             f"{budget}: give it more frames (its total_frames or iterations, or --seconds); so far: {checks}")
     if not verdict["ok"]:
         bad = "; ".join(_fmt(c) for c in verdict["checks"] if not c["ok"]) + _trend(verdict, got.get("mid"), frames, budget)
-        raise sr.CheckFailed(f"{bad} {where}. Rung {rung} isolates {info['isolates']}. Nearest audit rows: "
-                             f"{', '.join(info['rows'])} ({WHY_ROWS}); references/probe-ladder.md#rung-{rung}")
+        held = "; ".join(_fmt(c) for c in verdict["checks"] if c["ok"])
+        raise sr.CheckFailed(f"{bad}{' (held: ' + held + ')' if held else ''} {where}. Rung {rung} isolates {info['isolates']}. "
+                             f"Nearest audit rows: {', '.join(info['rows'])} ({WHY_ROWS}); "
+                             "how to read it: references/probe-ladder.md, 'Reading a failure'")
     return f"{checks} {where}"
 
 
