@@ -97,6 +97,7 @@ def check_init(run: RayRun) -> sr.Passed:
         where += " (ray was imported before this check, so it kept its own node address choice)"
     else:
         sr.expect(address in ("127.0.0.1", "::1"), f"Ray's node address is {address}, not loopback")
+    sr.evidence(1, "local Ray sessions started")
     return sr.Passed(f"ray {ray.__version__}: local session, CPU={res.get('CPU')}, {where}", run)
 
 
@@ -122,6 +123,7 @@ def check_replay_buffer(ray_run: RayRun) -> str:
         sr.expect(n == 50, f"RayReplayBuffer holds {n} after extending 50")
         sr.expect(sample.batch_size == torch.Size([8]), f"sample batch {list(sample.batch_size)}, expected [8]")
         sr.expect(bool((sample["obs"].squeeze(-1) == sample["step"].float()).all()), "sampled rows mixed up")
+        sr.evidence(sample.batch_size.numel(), "sampled rows checked")
     finally:
         rb.close()
     return f"RayReplayBuffer(storage=partial(LazyTensorStorage, 100)): len {n}, sample {list(sample.batch_size)} consistent; actor closed"
@@ -150,6 +152,7 @@ def check_collector(ray_run: RayRun) -> str:
     finally:
         collector.shutdown()
     sr.expect(sum(torch.Size(s).numel() for s in shapes) == 40, f"Ray collector returned batches {shapes} for 40 frames")
+    sr.evidence(len(shapes), "batches from the Ray actor")
     return f"{type(collector).__name__} via Collector(backend='ray'): batches {shapes}; shut down"
 
 
@@ -164,6 +167,7 @@ def check_no_leftover(ray_run: RayRun, args) -> str:
     folders = ray_run.ray.left_behind()
     sr.expect(not folders, f"folders left after ray.shutdown(): {folders}")
     named = sorted({d.split()[0] for d in ray_run.seen.values()})
+    sr.evidence(len(ray_run.seen), "Ray child processes seen, then gone")
     return (
         f"ray.shutdown(): all {len(ray_run.seen)} Ray child processes gone ({', '.join(named)[:160]}); "
         "temp folder removed, no session in Ray's default folder"
@@ -171,11 +175,12 @@ def check_no_leftover(ray_run: RayRun, args) -> str:
 
 
 CHECKS = [
-    sr.Check("ray:installed", check_installed),
-    sr.Check("ray:init-local-1cpu", check_init, gives="ray_run", flag="ray"),
-    sr.Check("ray:replay-buffer", check_replay_buffer, flag="ray"),
-    sr.Check("ray:collector", check_collector, flag="ray_collector"),
-    sr.Check("ray:shutdown-no-leftover", check_no_leftover, flag="ray"),
+    sr.Check("ray:installed", check_installed, proves="ray is importable"),
+    sr.Check("ray:init-local-1cpu", check_init, gives="ray_run", flag="ray", proves="a private Ray session starts on loopback"),
+    sr.Check("ray:replay-buffer", check_replay_buffer, flag="ray", proves="RayReplayBuffer extends and samples consistent rows"),
+    sr.Check("ray:collector", check_collector, flag="ray_collector", proves="Collector(backend='ray') returns every frame asked for"),
+    sr.Check("ray:shutdown-no-leftover", check_no_leftover, flag="ray",
+             proves="ray.shutdown() leaves no process and no session folder"),
 ]
 
 

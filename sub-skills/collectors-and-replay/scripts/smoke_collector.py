@@ -73,7 +73,9 @@ def build_parser():
 
 
 def check_diagnose(args) -> str:
-    faults = diagnose(read_log(args.diagnose))
+    text = read_log(args.diagnose)
+    faults = diagnose(text)
+    sr.evidence(len(text.strip().splitlines()), "log lines read")
     if faults:
         raise sr.CheckFailed(" | ".join(faults))
     return f"{Path(args.diagnose).name}: no known fault found; fix: python $SKILL_DIR/scripts/explain.py --error 'LAST LINE'"
@@ -103,6 +105,7 @@ def check_single_into_buffer(frames: int) -> str:
     sr.expect(len(yielded) == 2, f"collector yielded {len(yielded)} batches for total_frames=2*frames_per_batch")
     sr.expect(all(b is None for b in yielded), f"with replay_buffer= the collector yielded {type(yielded[0]).__name__}, expected None")
     sr.expect(len(rb) == 2 * frames, f"buffer holds {len(rb)} items after {2 * frames} frames")
+    sr.evidence(len(rb), "frames written to the buffer")
     sample = rb.sample()
     for key in ("th", "action", ("next", "reward"), ("next", "done"), ("collector", "traj_ids")):
         sr.expect(key in sample.keys(True), f"sampled batch lacks {key!r}")
@@ -122,7 +125,8 @@ def check_truncation(frames: int) -> str:
     from _collector_nets import make_env
     from torchrl.collectors import Collector
 
-    frames = max(frames, 8)
+    if frames < 8:  # trajectories of under 2 steps show no truncation pattern
+        raise sr.CheckSkipped(f"not verified: --frames {frames} is under 8, so max_frames_per_traj=frames//4 would be under 2 steps")
     traj = frames // 4
     torch.manual_seed(0)
     collector = Collector(make_env(), None, frames_per_batch=frames, total_frames=frames, max_frames_per_traj=traj)
@@ -137,6 +141,7 @@ def check_truncation(frames: int) -> str:
     ids = batch["collector", "traj_ids"].unique().numel()
     want_ids = -(-frames // traj)  # ceil: a last, partial trajectory has its own id
     sr.expect(ids == want_ids, f"{ids} trajectory ids in one batch, expected {want_ids}")
+    sr.evidence(len(want), "truncation points checked")
     return f"max_frames_per_traj={traj}: batch [{frames}], truncated at {want}, {ids} traj_ids"
 
 
@@ -163,6 +168,7 @@ def check_batched_env_storage(frames: int) -> str:
         lens[ndim] = (len(rb), list(rb[:].batch_size))
     sr.expect(lens[2][0] == frames, f"ndim=2 storage holds {lens[2][0]} items after {frames} frames")
     sr.expect(lens[1][0] == 2, f"1-D storage under SerialEnv(2) holds {lens[1][0]} items; expected 2 rows of T (the silent fault)")
+    sr.evidence(lens[2][0], "frames stored in the ndim=2 storage")
     return (
         f"SerialEnv(2), frames_per_batch={frames}: LazyTensorStorage(ndim=2) holds {lens[2][0]} frames "
         f"{lens[2][1]}; default ndim=1 holds {lens[1][0]} rows {lens[1][1]} (len counts rows, not frames)"
@@ -197,6 +203,7 @@ def check_trajs_per_batch() -> str:
     steps = sample["step_count"].reshape(4, slice_len)
     sr.expect(all(row.unique().numel() == 1 for row in ids), f"a slice mixes trajectories: {ids.tolist()}")
     sr.expect(bool((steps[:, 1:] - steps[:, :-1] == 1).all()), f"a slice is not in step order: {steps.tolist()}")
+    sr.evidence(ids.shape[0], "slices checked")
     return (
         f"SerialEnv(2), frames_per_batch=2, trajs_per_batch=2, replay_buffer=rb: {len(rb)} frames in "
         f"{rb[:]['collector', 'traj_ids'].unique().numel()} contiguous trajectories; SliceSampler(slice_len={slice_len}) "
@@ -275,6 +282,7 @@ def check_weight_update_single(frames: int) -> str:
         "(give it its own copy: copy.deepcopy(policy) or policy_factory=)",
     )
     seen = two_batches(frames, push=True)
+    sr.evidence(len(seen) + len(control), "batches compared (control and pushed)")
     sr.expect(seen[0] == [BIAS_BEFORE], f"batch 0 actions {seen[0]}, expected [{BIAS_BEFORE}]")
     sr.expect(
         seen[1] == [BIAS_AFTER],
@@ -302,6 +310,7 @@ def check_multi_fill(args, workers: WorkerRun) -> sr.Passed:
     sr.expect(len(rb) == workers.frames, f"shared buffer holds {len(rb)} items after {workers.frames} frames")
     acts = actions(rb[:])
     sr.expect(acts == [BIAS_BEFORE], f"first batch actions {acts}, expected [{BIAS_BEFORE}]")
+    sr.evidence(len(rb), "frames the workers wrote")
     detail = (
         f"MultiSyncCollector over {args.workers} workers x SerialEnv(2): LazyTensorStorage(ndim=2) "
         f"holds {len(rb)} frames {list(rb[:].batch_size)}; actions {acts}"
@@ -325,6 +334,7 @@ def check_multi_weight_sync(multi: WorkerRun) -> str:
         f"after update_policy_weights_() the next batch has {new} frames at the new bias {BIAS_AFTER} "
         f"and {old} at the old one; expected {multi.frames} each (weights did not reach the workers)",
     )
+    sr.evidence(new, "frames at the new weights")
     return (
         f"bias {BIAS_BEFORE} -> {BIAS_AFTER} pushed with update_policy_weights_(): next batch "
         f"{new}/{multi.frames} frames at {BIAS_AFTER} from all {len(multi.procs)} workers"
@@ -339,20 +349,28 @@ def check_multi_shutdown(multi: WorkerRun) -> str:
     sr.expect(not alive, f"worker processes still alive after shutdown(): {alive}")
     others = [p.pid for p in multi.started_here()]
     sr.expect(not others, f"processes started by the collector still alive after shutdown(): {others}")
+    sr.evidence(len(multi.procs), "worker processes seen exiting")
     return f"shutdown(): {len(multi.procs)} workers exited (exit codes {[p.exitcode for p in multi.procs]})"
 
 
-DIAGNOSE_CHECKS = [sr.Check("diagnose:log", check_diagnose)]
+DIAGNOSE_CHECKS = [sr.Check("diagnose:log", check_diagnose, proves="no known fault of the error index is in the log")]
 
 CHECKS = [
-    sr.Check("collector:single-into-buffer", check_single_into_buffer),
-    sr.Check("collector:max-frames-per-traj", check_truncation),
-    sr.Check("collector:batched-env-ndim2", check_batched_env_storage),
-    sr.Check("collector:trajs-per-batch", check_trajs_per_batch),
-    sr.Check("collector:weight-update-single", check_weight_update_single),
-    sr.Check("multi:shared-buffer-ndim2", check_multi_fill, gives="multi", flag="workers"),
-    sr.Check("multi:weight-sync-next-batch", check_multi_weight_sync, flag="workers"),
-    sr.Check("multi:shutdown", check_multi_shutdown, flag="workers"),
+    sr.Check("collector:single-into-buffer", check_single_into_buffer,
+             proves="with replay_buffer= the collector yields None and the buffer holds every frame"),
+    sr.Check("collector:max-frames-per-traj", check_truncation,
+             proves="max_frames_per_traj=T marks ('next', 'truncated') every T steps and starts a new trajectory"),
+    sr.Check("collector:batched-env-ndim2", check_batched_env_storage,
+             proves="an ndim=2 storage keeps one item per frame of a batched env; a 1-D one keeps rows of T"),
+    sr.Check("collector:trajs-per-batch", check_trajs_per_batch,
+             proves="trajs_per_batch writes whole trajectories contiguously: each slice holds one trajectory in step order"),
+    sr.Check("collector:weight-update-single", check_weight_update_single,
+             proves="a pushed weight change reaches the collector's policy at the next batch, and only when pushed"),
+    sr.Check("multi:shared-buffer-ndim2", check_multi_fill, gives="multi", flag="workers",
+             proves="the workers write every frame into the shared ndim=2 storage"),
+    sr.Check("multi:weight-sync-next-batch", check_multi_weight_sync, flag="workers",
+             proves="update_policy_weights_() reaches every worker at the next batch"),
+    sr.Check("multi:shutdown", check_multi_shutdown, flag="workers", proves="shutdown() ends every worker process"),
 ]
 
 

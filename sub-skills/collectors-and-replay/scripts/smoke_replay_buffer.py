@@ -116,6 +116,7 @@ def check_storage(name: str, batch_size: int) -> str:
         sr.expect(sample.batch_size == torch.Size([batch_size]), f"sample {list(sample.batch_size)}")
         sr.expect(_consistent(sample), "sampled obs != 10 * step: rows were mixed up")
         steps = sample["step"]
+        sr.evidence(steps.numel(), "sampled items checked")
         sr.expect(bool((steps >= 20).all()), f"sampled overwritten steps {steps[steps < 20].tolist()} (writer wrap failed)")
         extra = ""
         if name == "memmap":
@@ -139,6 +140,7 @@ def check_random(batch_size: int) -> str:
     rb.extend(make_data())
     sample = rb.sample()
     sr.expect(_consistent(sample), "sampled obs != 10 * step")
+    sr.evidence(sample.batch_size.numel(), "sampled items checked")
     uniq = sample["step"].unique().numel()
     return f"RandomSampler: {batch_size} draws with replacement, {uniq} distinct steps"
 
@@ -155,6 +157,7 @@ def check_without_replacement(batch_size: int) -> str:
     rb.extend(make_data())
     n = N_ITEMS // batch_size
     seen = torch.cat([rb.sample()["step"] for _ in range(n)])
+    sr.evidence(seen.numel(), "items drawn in one epoch")
     sr.expect(
         sorted(seen.tolist()) == list(range(n * batch_size)) if n * batch_size == N_ITEMS else seen.unique().numel() == seen.numel(),
         f"{n} samples of {batch_size} repeated items: {seen.numel() - seen.unique().numel()} duplicates",
@@ -179,6 +182,7 @@ def check_prioritized(batch_size: int) -> str:
     rb.update_priority(idx, priority)
     after = rb.sample()
     share = float((after["step"] == 7).float().mean())
+    sr.evidence(after.batch_size.numel(), "draws after update_priority")
     sr.expect(share > 0.9, f"after update_priority favouring step 7 it was drawn {share:.0%} of the time, expected > 90%")
     w = after["priority_weight"]
     return (
@@ -219,6 +223,7 @@ def sample_slices(lengths, slice_len: int, batch_size: int, strict_length: bool 
 def check_slice(batch_size: int) -> str:
     """strict_length=True: full batch of contiguous slices; False: fewer items; pad_output: full + mask."""
     n_strict, _, contiguous = sample_slices(TRAJ_LENGTHS, SLICE_LEN, batch_size * 5)
+    sr.evidence(n_strict, "sliced items checked")
     sr.expect(n_strict == batch_size * 5, f"strict_length=True returned {n_strict} of {batch_size * 5}")
     sr.expect(contiguous, "a strict slice is not a run of consecutive steps of one episode")
     n_loose, _, _ = sample_slices(TRAJ_LENGTHS, SLICE_LEN, batch_size * 5, strict_length=False)
@@ -248,6 +253,7 @@ def check_prioritized_slice(batch_size: int) -> str:
     rb.update_priority(idx, priority)
     sample = rb.sample()
     share = float((sample["episode"] == 2).float().mean())
+    sr.evidence(sample.batch_size.numel(), "sampled steps")
     sr.expect(share > 0.8, f"episode 2 holds {share:.0%} of the sampled steps after raising its priority, expected > 80%")
     return f"PrioritizedSliceSampler: after update_priority on episode 2, {share:.0%} of {sample.batch_size[0]} sampled steps are episode 2"
 
@@ -265,6 +271,7 @@ def check_writer() -> str:
     kept = sorted(rb[:]["reward"].reshape(-1).tolist())
     top = sorted(data["reward"].reshape(-1).topk(10).values.tolist())
     sr.expect(kept == top, "TensorDictMaxValueWriter kept items that are not the top-10 rewards")
+    sr.evidence(len(kept), "kept items compared with the top rewards")
     return f"TensorDictMaxValueWriter(rank_key='reward'): storage of 10 kept the top-10 of 100 rewards (min kept {kept[0]:.3f})"
 
 
@@ -281,6 +288,7 @@ def check_transform(batch_size: int) -> str:
     sample = rb.sample()
     sr.expect("observation" in sample.keys() and "obs" not in sample.keys(), f"sample keys {sorted(sample.keys())}")
     sr.expect("obs" in rb.storage[:].keys(), "the transform changed the stored data")
+    sr.evidence(sample.batch_size.numel(), "sampled items transformed")
     return "append_transform(RenameTransform(obs->observation)): sample has 'observation', storage keeps 'obs'"
 
 
@@ -308,6 +316,7 @@ def check_checkpoint(batch_size: int) -> str:
     sr.expect(same, "restored contents differ from the saved buffer")
     share = float((restored.sample()["step"] == 3).float().mean())
     sr.expect(share > 0.9, f"priorities not restored: step 3 drawn {share:.0%}, expected > 90%")
+    sr.evidence(len(restored), "restored items compared")
     written = restored.extend(make_data(1))
     sr.expect(int(written[0]) == 60, f"write cursor not restored: next write went to index {int(written[0])}, expected 60")
     return f"dumps/loads ({len(files)} files): 60 items equal, priorities kept (step 3 drawn {share:.0%}), next write at index 60"
@@ -325,6 +334,7 @@ def check_slice_layout() -> str:
     sr.expect(not flat.ok, f"the layout check passed interleaved storage: {flat.verdict()}")
     sr.expect("length range: 1 - 1" in flat.sampled, f"interleaved storage: {flat.sampled}")
     sr.expect(by_env.ok, f"ndim=2 layout rejected: {by_env.verdict()}")
+    sr.evidence(len(found), "storage layouts judged")
     return (
         f"one-step writes of 2 envs, SliceSampler(slice_len=3, traj_key=('collector','traj_ids')): "
         f"reshape(-1) -> {flat.split} trajectories split, sampler raises (length range 1 - 1); "
@@ -354,6 +364,7 @@ def check_dumps(args) -> str:
         ) from None
     except (OSError, ValueError) as err:
         sr.cannot_run(f"--dumps {args.dumps} cannot be read: {sr.first_line(err)}", "pass a folder written by rb.dumps()")
+    sr.evidence(layout.trajectories, "trajectories in the saved storage")
     if layout.split:
         entry = _error_index.by_id()[_slice_layout.INTERLEAVED_ENTRY]
         raise sr.CheckFailed(f"{layout.verdict()}; cause: {entry.plain('cause')} fix: {entry.plain('fix')}")
@@ -370,18 +381,20 @@ def selected(check: sr.Check, args) -> bool:
 
 
 CHECKS = [
-    *(sr.Check(f"storage:{name}", functools.partial(check_storage, name)) for name in STORAGES),
-    sr.Check("sampler:random", check_random),
-    sr.Check("sampler:without-replacement", check_without_replacement),
-    sr.Check("sampler:prioritized", check_prioritized),
-    sr.Check("sampler:slice", check_slice),
-    sr.Check("sampler:slice-layout", check_slice_layout),
-    sr.Check("sampler:prioritized-slice", check_prioritized_slice),
-    sr.Check("writer:max-value", check_writer),
-    sr.Check("transform:on-sample", check_transform),
-    sr.Check("checkpoint:dumps-loads", check_checkpoint),
+    *(sr.Check(f"storage:{name}", functools.partial(check_storage, name),
+               proves="after a wrapping extend, every sampled item is consistent and none was overwritten") for name in STORAGES),
+    sr.Check("sampler:random", check_random, proves="every sampled item is a stored row, consistent"),
+    sr.Check("sampler:without-replacement", check_without_replacement, proves="one epoch of samples draws every item once"),
+    sr.Check("sampler:prioritized", check_prioritized, proves="update_priority concentrates the draws on the raised item"),
+    sr.Check("sampler:slice", check_slice, proves="strict slices are runs of one episode; loose ones shrink; padded ones are masked"),
+    sr.Check("sampler:slice-layout", check_slice_layout, proves="the layout check rejects interleaved envs and passes ndim=2"),
+    sr.Check("sampler:prioritized-slice", check_prioritized_slice, proves="a raised episode's slices dominate the draws"),
+    sr.Check("writer:max-value", check_writer, proves="TensorDictMaxValueWriter keeps the top rewards"),
+    sr.Check("transform:on-sample", check_transform, proves="a buffer transform changes samples, not the storage"),
+    sr.Check("checkpoint:dumps-loads", check_checkpoint, proves="dumps/loads restores items, priorities and the write cursor"),
 ]
-DUMPS_CHECKS = [sr.Check("layout:slice-trajectories", check_dumps)]
+DUMPS_CHECKS = [sr.Check("layout:slice-trajectories", check_dumps,
+                         proves="SliceSampler can cut the saved storage into whole trajectories")]
 
 
 def run_checks(args, report: sr.Report) -> None:
