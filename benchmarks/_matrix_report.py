@@ -156,7 +156,7 @@ def render(lines: dict, abi: dict, root: Path, defined: dict | None = None) -> s
         out.append(f"- {name}: {differs(line, root)}")
     for name, line in defined.items():
         if line.stand_in and name in lines:
-            out.append(f"- {name} stand-in: {line.stand_in}; `python benchmarks/version_matrix.py --adopt X.Y.0` "
+            out.append(f"- {name} stand-in: {line.stand_in}; `--adopt X.Y.0` of benchmarks/version_matrix.py "
                        "moves the line to the release once the registry serves it.")
     if abi:
         out += ["", "Compiled extension (`torchrl._torchrl`) by torchrl release, loaded after `import torch` and used "
