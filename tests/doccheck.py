@@ -583,6 +583,22 @@ def check_root_routes(root: Path = BUNDLE) -> list[str]:
             for d in skill_dirs(root)[1:] if (d / "SKILL.md").resolve() not in targets]
 
 
+def supported_stack(root: Path = BUNDLE) -> str:
+    """The root SKILL.md's ``compatibility`` up to its first ``;``: the Python and torchrl
+    range and the verified stack every sub-skill states the same way."""
+    return str(frontmatter((root / "SKILL.md").read_text()).get("compatibility", "")).split(";")[0].strip()
+
+
+def check_compatibility_agrees(skill_dir: Path, root: Path = BUNDLE) -> list[str]:
+    """A sub-skill's ``compatibility`` opens with the root's supported stack (then its own
+    extras after ``;``): the bundle states one range and one verified stack."""
+    want = supported_stack(root)
+    have = str((frontmatter((skill_dir / "SKILL.md").read_text()) or {}).get("compatibility", ""))
+    if not want or have.split(";")[0].strip() != want:
+        return [f"{skill_dir.name}/SKILL.md: compatibility {have.split(';')[0]!r} differs from the root's {want!r}"]
+    return []
+
+
 def check_scripts_named(skill_dir: Path, scripts: list[Path]) -> list[str]:
     text = (skill_dir / "SKILL.md").read_text()
     return [f"{skill_dir.name}/SKILL.md does not mention its script {s.name}" for s in scripts if s.name not in text]

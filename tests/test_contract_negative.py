@@ -110,6 +110,14 @@ def _fixture_sidecar() -> dict:
     return json.loads((FIX / "unproven.proofs.json").read_text())
 
 
+def test_compatibility_rejects_a_sub_skill_stating_another_stack(tmp_path):
+    good = f"---\nname: x\ncompatibility: {dc.supported_stack()}; CPU only.\n---\n# x\n"
+    (tmp_path / "SKILL.md").write_text(good)
+    assert dc.check_compatibility_agrees(tmp_path) == []
+    (tmp_path / "SKILL.md").write_text(good.replace("torchrl 0.11-0.14", "torchrl 0.14.1"))
+    assert "differs from the root's" in joined(dc.check_compatibility_agrees(tmp_path))
+
+
 def test_proofs_reject_unproven_sections():
     # the proofs of unproven.md live in its sidecar (as tests/proofs.json holds the bundle's)
     text = joined(dc.check_proofs(FIX / "unproven.md", sidecar=_fixture_sidecar()))

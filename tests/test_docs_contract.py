@@ -44,6 +44,11 @@ def test_frontmatter(skill_dir: Path):
     assert dc.check_frontmatter(skill_dir, name) == []
 
 
+@pytest.mark.parametrize("skill_dir", SKILL_DIRS[1:], ids=lambda d: d.name)
+def test_compatibility_agrees_with_the_root(skill_dir: Path):
+    assert dc.check_compatibility_agrees(skill_dir) == []
+
+
 @pytest.mark.parametrize("skill_dir", SKILL_DIRS, ids=lambda d: d.name)
 def test_references_linked_with_when_to_read(skill_dir: Path):
     assert dc.check_references_linked(skill_dir) == []
