@@ -12,6 +12,7 @@ which no argument can empty, with the reason.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import inspect
 
@@ -23,13 +24,6 @@ from conftest import SCRIPTS, load_module, script_id
 UNDECLARED: dict[str, set[str]] = {
     'audit_run': {'acting-module', 'action-bounds', 'batched-layout', 'data-freshness', 'env-actions', 'env-seeding', 'episode-stats', 'exit', 'exploration', 'grad-flow', 'grad-norms', 'identical-workers', 'info:frames-per-second', 'info:observation-scale', 'info:update-to-data', 'learning-rate', 'llm-first-step-ratio', 'llm-kl-to-reference', 'llm-mask-coverage', 'llm-reward-variance', 'llm-zero-advantage-groups', 'non-finite', 'optimizer-coverage', 'policy-distribution', 'policy-update', 'prioritized-replay', 'replay-rows', 'reward-variety', 'run', 'target-network', 'time-limit', 'training', 'transforms', 'value-estimator', 'value-range', 'vector-autoreset'},
     'check_torchrl_env': {'accelerator', 'backend:av', 'backend:dm_control', 'backend:gymnasium', 'backend:hydra-core', 'backend:lerobot', 'backend:moviepy', 'backend:mujoco', 'backend:pettingzoo', 'backend:ray', 'backend:sglang', 'backend:tensorboard', 'backend:torchcodec', 'backend:transformers', 'backend:vllm', 'backend:vmas', 'backend:wandb', 'cli:rlrender', 'cli:torchrl-render', 'compiled-extension', 'core:check_env_specs', 'core:pendulum-rollout', 'core:prioritized-replay', 'core:replay-buffer', 'core:step_mdp', 'core:tensordict-module', 'tensordict-in-torchrl-range', 'torch-matches-torchrl-build', 'torchrl-requirements', 'versions'},
-    'check_ray_scaling': {'ray:collector', 'ray:init-local-1cpu', 'ray:installed', 'ray:replay-buffer', 'ray:shutdown-no-leftover'},
-    'smoke_collector': {'collector:batched-env-ndim2', 'collector:max-frames-per-traj', 'collector:single-into-buffer', 'collector:trajs-per-batch', 'collector:weight-update-single', 'multi:shared-buffer-ndim2', 'multi:shutdown', 'multi:weight-sync-next-batch'},
-    'smoke_replay_buffer': {'checkpoint:dumps-loads', 'sampler:prioritized', 'sampler:prioritized-slice', 'sampler:random', 'sampler:slice', 'sampler:slice-layout', 'sampler:without-replacement', 'storage:compressed', 'storage:list', 'storage:memmap', 'storage:stack', 'storage:tensor', 'transform:on-sample', 'writer:max-value'},
-    'check_gpu_markers': {'gpu-markers:parse'},
-    'check_provenance': {'provenance:checkout-commit', 'provenance:checkout-version', 'provenance:file', 'provenance:tensordict', 'provenance:torch', 'provenance:torchrl'},
-    'scan_api_drift': {'drift:scan', 'drift:table', 'migrate:plan'},
-    'select_focused_tests': {'select:changes', 'select:gpu-markers', 'select:labels', 'select:targets'},
     'check_component_contracts': {'buffer:token-round-trip', 'hf:backend', 'hf:generation-keys', 'hf:grpo', 'loss:classic-ppo', 'loss:grpo', 'loss:sft-keys', 'rollouts:collector-protocol'},
     'check_llm_wiring': {'llm-wiring:advantage', 'llm-wiring:behaviour-logprobs', 'llm-wiring:load', 'llm-wiring:loss-mask', 'llm-wiring:reference', 'llm-wiring:samples-per-prompt', 'llm-wiring:update'},
     'check_vla_schema': {'vla:action-tokenizers', 'vla:schema-file', 'vla:schema-synthetic', 'vla:tinyvla-forward-backward'},
@@ -39,10 +33,6 @@ UNDECLARED: dict[str, set[str]] = {
     'smoke_render': {'render:checkpoint', 'render:rlrender-frames', 'render:rlrender-jsonl', 'render:rlrender-mp4', 'render:rlrender-npz'},
     'smoke_services': {'services:direct-lifecycle', 'services:process-lifecycle', 'services:python-executor', 'services:ray-registry'},
     'trl_round_trips': {'trl:buffer-records', 'trl:sft-trainer-on-torchrl-buffer', 'trl:torchrl-grpo-hf-reward'},
-    'smoke_actor': {'actor:default-deterministic', 'actor:deterministic', 'actor:masked-categorical', 'actor:probabilistic', 'actor:tanh-normal-log-prob', 'noisy:exploration-type', 'qvalue:categorical', 'qvalue:multi-one-hot', 'value:operator'},
-    'smoke_multiagent': {'convnet:shape', 'keys:nested-agent-group', 'mlp:centralized=False,share_params=False', 'mlp:centralized=False,share_params=True', 'mlp:centralized=True,share_params=False', 'mlp:centralized=True,share_params=True'},
-    'smoke_recurrent_actor': {'collector:gru', 'collector:lstm', 'recurrent:gru-rollout', 'recurrent:lstm-rollout', 'recurrent:missing-transforms-flagged', 'recurrent:set_recurrent_mode'},
-    'smoke_training_step': {'dqn:update+HardUpdate', 'ppo:one-iteration-pendulum', 'sac:update+SoftUpdate'},
 }
 
 # script stem -> {declared check: why no argument can empty its input}
@@ -51,6 +41,19 @@ FIXED_INPUT: dict[str, dict[str, str]] = {
     "check_user_env": {"env:seed-global-rng": "reads torch's global RNG around one env.set_seed call, which an env "
                                               "with zero copies makes all the same"},
     "check_loss_wiring": {"degenerate:value-key": "reads the critic's out_keys, not the batch"},
+    "smoke_collector": {"collector:trajs-per-batch": "its own SerialEnv(2) and 32 frames; no argument sizes it"},
+    "smoke_replay_buffer": {"sampler:slice-layout": "its own one-step writes of 2 envs; no argument sizes them",
+                            "writer:max-value": "its own 100 rewards into a storage of 10; no argument sizes them"},
+    "smoke_training_step": {"sac:update+SoftUpdate": "its own 32-step rollout and 16-row sample; no argument sizes them",
+                            "dqn:update+HardUpdate": "its own 16-row batch; no argument sizes it"},
+    "smoke_recurrent_actor": {"recurrent:missing-transforms-flagged": "judges its own bare and transformed CartPole"},
+    "smoke_actor": {"noisy:exploration-type": "NoisyLinear's switch is read from the installed class; its batch is args.batch, "
+                                              "but a layer is noisy or not whatever the batch"},
+    "inspect_loss_keys": {f"keys:{name}": "reads the installed loss class and its own tiny batch; no argument empties it"
+                          for name in ("ClipPPOLoss", "SACLoss", "DQNLoss")},
+    "check_ray_scaling": {"ray:installed": "probes the installed ray distribution, not an input",
+                          "ray:replay-buffer": "its input is a Ray session, which the sweep does not start",
+                          "ray:collector": "its input is a Ray session, which the sweep does not start"},
 }
 
 
@@ -84,10 +87,24 @@ def _zero_env():
     return ZeroEnv()
 
 
-def _degenerate_args(module):
-    """The script's defaults with every count (int) at 0 and every list empty."""
+# script stem -> {args attribute: "EMPTY_FILE" | "EMPTY_DIR"}: the input a mode reads, emptied
+DEGENERATE_ARGS: dict[str, dict[str, str]] = {
+    "smoke_collector": {"diagnose": "EMPTY_FILE"},
+    "smoke_replay_buffer": {"dumps": "EMPTY_DIR"},
+    "check_provenance": {"provenance": "EMPTY_FILE"},
+    "scan_api_drift": {"table": "EMPTY_FILE"},
+}
+
+
+def _degenerate_args(module, tmp_path):
+    """The script's defaults with every count (int) at 0, every list empty, and the files it
+    reads (DEGENERATE_ARGS) empty."""
     args = module.build_parser().parse_args([])
-    for name, value in vars(args).items():
+    for name, kind in DEGENERATE_ARGS.get(module.__name__, {}).items():
+        path = tmp_path / f"degenerate_{name}"
+        path.mkdir() if kind == "EMPTY_DIR" else path.write_text("")
+        setattr(args, name, str(path))
+    for name, value in list(vars(args).items()):
         if isinstance(value, bool):
             continue
         if isinstance(value, int):
@@ -130,23 +147,29 @@ def degenerate_namespace(module, tmp_path, cleanup) -> dict:
     shared_env = once("env", env)
     wiring = once("wiring", _degenerate_wiring)
     return {
-        "args": lambda: _degenerate_args(module), "cleanup": lambda: cleanup, "target": lambda: _empty_target(tmp_path),
+        "args": lambda: _degenerate_args(module, tmp_path), "cleanup": lambda: cleanup, "target": lambda: _empty_target(tmp_path),
         "guarded": lambda: True, "env": shared_env, "batched_env": shared_env, "reset": lambda: shared_env().reset(),
         "steps": lambda: 0, "time_limit_steps": lambda: 0, "expected_transforms": lambda: [], "wirings": lambda: [],
+        "frames": lambda: 0, "batch_size": lambda: 0, "exported": lambda: [],
+        "paths": lambda: [], "mapping": lambda: ({}, []), "claim": lambda: {},
+        "selection": lambda: module.Selection(tmp_path, [], [], "degenerate") if hasattr(module, "Selection") else None,
         "loss": lambda: wiring()["loss"], "batch": lambda: wiring()["batch"], "estimator": lambda: wiring()["estimator"],
     }
 
 
 def declared_checks(module) -> list:
-    """A script's checks: its CHECKS list, or (check_loss_wiring) BUILD and one wiring's checks."""
-    if hasattr(module, "CHECKS"):
-        return list(module.CHECKS)
+    """A script's checks: every module-level list of ``sr.Check`` (CHECKS, DIAGNOSE_CHECKS,
+    BUILD, ...), and check_loss_wiring's per-wiring checks."""
+    checks = [c for value in vars(module).values() if isinstance(value, list) and value
+              and all(isinstance(c, sr.Check) for c in value) for c in value]
     if module.__name__ == "check_loss_wiring":
         import _loss_wiring
 
-        wiring = _loss_wiring.Wiring(name="degenerate", loss=None, batch=None)
-        return [*module.BUILD, *module.wiring_checks(wiring)]
-    return []
+        checks += module.wiring_checks(_loss_wiring.Wiring(name="degenerate", loss=None, batch=None))
+    if module.__name__ == "inspect_loss_keys":  # declared per run: the list mode and the default losses
+        args = module.build_parser().parse_args([])
+        checks += module.declared_checks(argparse.Namespace(list=True), []) + module.declared_checks(args, [])
+    return checks
 
 
 CHECK_SCRIPTS = [s for s in SCRIPTS if s.stem not in ("explain", "run_all_checks")]

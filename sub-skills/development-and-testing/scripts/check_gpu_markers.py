@@ -177,12 +177,13 @@ def scan_markers(paths, args) -> sr.Passed:
         out.gated += g
         out.files += 1
     sr.expect(out.files or out.unparsable, f"no test files under {', '.join(map(str, paths))}")
+    sr.evidence(out.files, "test files parsed")
     extra = f"; {out.exempt} exempt" if out.exempt else ""
     bad = f"; {len(out.unparsable)} could not be parsed" if out.unparsable else ""
     return sr.Passed(f"parsed {out.files} test file(s){extra}{bad}; {out.gated} CUDA-gated test(s) found", out)
 
 
-CHECKS = [sr.Check("gpu-markers:parse", scan_markers, gives="scan")]
+CHECKS = [sr.Check("gpu-markers:parse", scan_markers, gives="scan", proves="every test file under the paths parses")]
 
 
 def report_scan(report, scan: MarkerScan) -> None:
@@ -193,7 +194,8 @@ def report_scan(report, scan: MarkerScan) -> None:
         report.add("gpu-markers:missing", "fail", v.text())
     marked = scan.gated - len(scan.violations)
     report.add("gpu-markers:policy", "pass" if not scan.violations else "fail",
-               f"{marked}/{scan.gated} CUDA-gated test(s) carry @pytest.mark.gpu")
+               f"{marked}/{scan.gated} CUDA-gated test(s) carry @pytest.mark.gpu",
+               proves="every CUDA-gated test carries @pytest.mark.gpu", evidence=scan.gated)
 
 
 def run_checks(args, report) -> None:

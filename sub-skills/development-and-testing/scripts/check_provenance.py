@@ -110,6 +110,7 @@ def checkout_commit(checkout: Path, claim: dict) -> str:
 
 def check_file(args) -> sr.Passed:
     claim = read_provenance(Path(args.provenance))
+    sr.evidence(len(claim), "provenance fields read")
     return sr.Passed(f"verified on torch {claim['torch']}, tensordict {claim['tensordict']}, torchrl {claim['torchrl']}, "
                      f"pytorch/rl {str(claim['pytorch_rl_commit'])[:12]}, checked {claim['checked']}", claim)
 
@@ -121,6 +122,7 @@ def check_dist(dist: str, claim) -> str:
     a line whose release a nightly stands in for, only that nightly: a pre-release and a
     release of one line are not the same stack)."""
     installed = sr.installed_version(dist)
+    sr.evidence(installed is not None and dist in claim, "installed distributions compared with the claim")
     try:
         return compare_version(dist, installed, str(claim[dist]))
     except sr.CheckFailed:
@@ -142,18 +144,23 @@ def check_dist(dist: str, claim) -> str:
 
 
 def check_checkout_version(args, claim) -> str:
+    sr.evidence(1, "checkouts read")
     return checkout_version(Path(args.checkout).expanduser(), claim)
 
 
 def check_checkout_commit(args, claim) -> str:
+    sr.evidence(1, "checkouts read")
     return checkout_commit(Path(args.checkout).expanduser(), claim)
 
 
 CHECKS = [
-    sr.Check("provenance:file", check_file, gives="claim"),
-    *[sr.Check(f"provenance:{dist}", functools.partial(check_dist, dist)) for dist in ("torchrl", "tensordict", "torch")],
-    sr.Check("provenance:checkout-version", check_checkout_version, flag="checkout"),
-    sr.Check("provenance:checkout-commit", check_checkout_commit, flag="checkout"),
+    sr.Check("provenance:file", check_file, gives="claim", proves="the provenance file names the verified stack"),
+    *[sr.Check(f"provenance:{dist}", functools.partial(check_dist, dist), proves=f"the installed {dist} is the verified one")
+      for dist in ("torchrl", "tensordict", "torch")],
+    sr.Check("provenance:checkout-version", check_checkout_version, flag="checkout",
+             proves="the checkout's version.txt is the verified torchrl"),
+    sr.Check("provenance:checkout-commit", check_checkout_commit, flag="checkout",
+             proves="the checkout's HEAD is the verified commit"),
 ]
 
 

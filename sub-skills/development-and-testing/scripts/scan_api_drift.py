@@ -57,6 +57,7 @@ def build_parser():
 def load_table(args) -> sr.Passed:
     """The rename table (api_changes.json), counted by section."""
     table = at.load_table(args.table)
+    sr.evidence(sum(len(table[k]) for k in ("names", "keys", "kwargs", "deprecated")), "table rows")
     return sr.Passed(f"{len(table['names'])} renamed/removed names, {len(table['keys'])} keys, "
                      f"{len(table['kwargs'])} keywords, {len(table['deprecated'])} deprecated names "
                      f"from {Path(args.table).name}", table)
@@ -66,6 +67,7 @@ def scan_files(paths, table) -> sr.Passed:
     """Every file under ``paths`` scanned; the findings are the value."""
     findings, scanned = scan_paths(paths, table)
     sr.expect(scanned, f"no .py or .ipynb files under {', '.join(map(str, paths))}")
+    sr.evidence(len(scanned), "files scanned")
     bad = sum(f.kind == "unparsable" for f in findings)
     skipped = f"; {bad} could not be parsed (listed below)" if bad else ""
     return sr.Passed(f"scanned {len(scanned)} file(s) with ast against the table and the installed library{skipped}",
@@ -79,6 +81,7 @@ def migration_plan(args, paths) -> sr.Passed:
     installed = sr.installed_version("torchrl")
     uses, _ = mg.uses_in(paths)
     steps = mg.plan(uses, installed, args.to)
+    sr.evidence(len(uses), "uses of torchrl names read against the tables")
     fixes = mg.fixes_for_uses(uses, installed, args.to)
     stack = sr.stack_lines().get("lines", {}).get(args.to)  # the stack the version matrix ran on that line
     install = (stack.get("install") or f"pip install torch=={stack['torch']} tensordict=={stack['tensordict']} torchrl=={stack['torchrl']}"
@@ -99,9 +102,10 @@ def migration_plan(args, paths) -> sr.Passed:
 
 
 CHECKS = [
-    sr.Check("drift:table", load_table, gives="table"),
-    sr.Check("drift:scan", scan_files, gives="scan"),
-    sr.Check("migrate:plan", migration_plan, gives="migration", flag="to"),
+    sr.Check("drift:table", load_table, gives="table", proves="the rename table loads"),
+    sr.Check("drift:scan", scan_files, gives="scan", proves="every file under the paths is scanned against the table"),
+    sr.Check("migrate:plan", migration_plan, gives="migration", flag="to",
+             proves="every torchrl name the code uses is read against the tables up to --to"),
 ]
 
 
@@ -155,7 +159,8 @@ def report_findings(report, scan, strict: bool) -> None:
     clean = [p for p in scanned if p not in bad]
     names = f": {', '.join(Path(c).name for c in clean[:5])}" if clean else ""
     report.add("drift:clean-files", "pass", f"{len(clean)}/{len(scanned)} file(s) use no removed name, legacy key, "
-               f"rejected keyword or incompatible override{names}")
+               f"rejected keyword or incompatible override{names}",
+               proves="the files use no removed name, legacy key, rejected keyword or incompatible override", evidence=len(clean))
 
 
 def run_checks(args, report) -> None:

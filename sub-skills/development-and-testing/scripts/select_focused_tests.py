@@ -246,6 +246,7 @@ def select_inputs(args, tmp: str) -> Selection:
 
 def check_changes(selection) -> str:
     sr.expect(selection.tests, f"no test/test_*.py files under {selection.repo}: is it a pytorch/rl checkout?")
+    sr.evidence(len(selection.changed), "changed paths")
     return f"{len(selection.changed)} changed path(s), {len(selection.tests)} test files in {selection.source}"
 
 
@@ -259,12 +260,14 @@ def check_targets(selection) -> sr.Passed:
             unmapped.append(rel)
         for h in hits:
             targets.setdefault(h, []).append(f"{rel} ({why})")
+    sr.evidence(len(selection.changed), "changed paths mapped")
     return sr.Passed(f"{len(selection.changed)} changed path(s) -> {len(targets)} test target(s)"
                      + (f"; {len(unmapped)} torchrl/ file(s) with no test" if unmapped else ""), (targets, unmapped))
 
 
 def check_labels(selection) -> str:
     auto = labeler_labels(selection.repo, selection.changed)
+    sr.evidence(len(selection.changed), "changed paths labelled")
     parts = [f"auto (labeler.yml): {', '.join(auto) or 'none'}"]
     parts += [f"request {lab}: {why}" for lab, why in opt_in_labels(selection.repo, selection.changed)]
     return "; ".join(parts)
@@ -282,14 +285,15 @@ def check_markers(selection, mapping) -> str:
         v, _ = check_source(f, (repo / f).read_text(encoding="utf-8", errors="replace"))
         bad += [x.text() for x in v]
     sr.expect(not bad, f"{len(bad)} CUDA-gated test(s) lack @pytest.mark.gpu: {bad[0] if bad else ''}")
+    sr.evidence(len(set(files)), "selected test files scanned")
     return f"{len(set(files))} selected test file(s) follow the gpu-marker policy"
 
 
 CHECKS = [
-    sr.Check("select:changes", check_changes),
-    sr.Check("select:targets", check_targets, gives="mapping"),
-    sr.Check("select:labels", check_labels),
-    sr.Check("select:gpu-markers", check_markers),
+    sr.Check("select:changes", check_changes, proves="the changed paths and the checkout's test files are read"),
+    sr.Check("select:targets", check_targets, gives="mapping", proves="every changed path is mapped to its tests or named unmapped"),
+    sr.Check("select:labels", check_labels, proves="the labels the changed paths get are read from labeler.yml"),
+    sr.Check("select:gpu-markers", check_markers, proves="every selected test file follows the gpu-marker policy"),
 ]
 
 
