@@ -47,6 +47,7 @@ CALL = (
     re.compile(r"(?P<call>[A-Za-z_][\w.]*)\(\) missing \d+ required (?:positional|keyword-only) arguments?: (?P<names>.+)"),
     re.compile(r"(?P<call>[A-Za-z_][\w.]*)\(\) takes (?:from )?\d+ (?:to \d+ )?positional arguments? but \d+ (?:was|were) given"),
 )
+IMPORT = re.compile(r"cannot import name '(?P<name>\w+)' from '(?P<module>(?:torchrl|tensordict)(?:\.\w+)*)'")
 SHOWN = 30  # at most this many attribute names listed
 
 
@@ -68,6 +69,10 @@ def derived(text: str) -> list[tuple[str, list[str]]]:
 
 def _message_answer(text: str) -> list[tuple[str, list[str]]]:
     last = ei.last_error_line(text)
+    found = IMPORT.search(last)
+    if found and _stack():
+        lines = _import_lines(found.group("name"), found.group("module"))
+        return [("derived:import-name", lines)] if lines else []
     for pattern in ATTRIBUTE:
         found = pattern.search(last)
         if found and _stack():
@@ -171,6 +176,44 @@ def _attribute_lines(found: re.Match) -> list[str]:
     shown = ", ".join(names[:SHOWN]) + (f", ... ({len(names)} in all)" if len(names) > SHOWN else "")
     lines += fx.wrap(f"public attributes of {path}", shown or "none")
     lines += fx.wrap("explain", f"python $SKILL_DIR/scripts/explain.py {path}")
+    return lines
+
+
+def _import_lines(name: str, module: str) -> list[str]:
+    """``cannot import name 'X' from 'torchrl.y'`` against the installed library: X where it
+    is here (then the process that raised runs another release), or the module's names
+    closest to X, the rename rows for X, the submodule defining X; a private name of the
+    other package (tensordict's ``_x`` imported by torchrl) means releases that do not match."""
+    import importlib
+
+    from . import facts as fx
+    from .names import defined_in_submodule
+    from _stack import VERIFIED, installed_version
+
+    here = f"torchrl {installed_version('torchrl')} / tensordict {installed_version('tensordict')}"
+    pins = f"pip install torchrl=={VERIFIED['torchrl']} tensordict=={VERIFIED['tensordict']}"
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            mod = importlib.import_module(module)
+    except Exception:  # noqa: BLE001  a module that does not import here: nothing to compare
+        return []
+    if hasattr(mod, name):
+        lines = [f"{module}.{name} exists in the installed {here}: the process that raised imports another "
+                 f"release (print torchrl.__version__ and tensordict.__version__ there)"]
+        lines += fx.wrap("import", f"from {module} import {name}")
+        lines += [ln for row in rename_rows(name) for ln in fx.wrap("renamed", row)]
+        return lines
+    names = public_attributes(mod)
+    renamed = rename_rows(name, mod)
+    lines = [f"{module} has no {name} in the installed {here}; closest: {', '.join(_closest(name, names, renamed)) or 'none'}"]
+    lines += [ln for row in renamed for ln in fx.wrap("renamed", row)]
+    home = defined_in_submodule(name)
+    if home:
+        lines += fx.wrap("defined in", f"{home}.{name}: from {home} import {name}")
+    if name.startswith("_"):
+        lines += fx.wrap("private name", f"{module} is imported for its private {name} by the other package: "
+                         f"torchrl and tensordict releases that do not match; install a matching pair ({pins})")
+    lines += fx.wrap("explain", f"python $SKILL_DIR/scripts/explain.py {module}")
     return lines
 
 

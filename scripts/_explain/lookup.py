@@ -82,8 +82,8 @@ def pattern_literals(pattern: str) -> list[str]:
 
 def entries_at(site: st.Site, callers: list[str]) -> list[ei.ErrorEntry]:
     """Index entries whose message is raised at ``site`` (its title, the exact error text,
-    matches the site's template, or the site's literal parts explain 80% of one of its
-    signatures), or whose ``frames`` name the site's function or one of ``callers``
+    matches the site's template, whole or cut short (``sites.says``), or the site's literal
+    parts explain 80% of one of its signatures), or whose ``frames`` name the site's function or one of ``callers``
     (qualified names on the way to the public API)."""
     names = {c.split(".")[-1] for c in callers}
     out = []
@@ -92,8 +92,8 @@ def entries_at(site: st.Site, callers: list[str]) -> list[ei.ErrorEntry]:
             continue
         title = _EXC_PREFIX.sub("", " ".join(entry.title.replace("`", "").split()))
         sigs = [" ".join(s.split()) for s in entry.signatures] + [r for p in entry.patterns for r in pattern_literals(p)]
-        said = (bool(site.regex.search(title)) or st.covered(site, title) >= 0.6 * len(title)
-                or any(len(s) >= st.MIN_LITERAL and st.covered(site, s) >= 0.8 * len(s) for s in sigs))
+        said = (bool(site.regex.search(title)) or st.says(site, title) or st.covered(site, title) >= 0.6 * len(title)
+                or any(len(s) >= st.MIN_LITERAL and (st.says(site, s) or st.covered(site, s) >= 0.8 * len(s)) for s in sigs))
         specs = [spec.rpartition(":") for spec in entry.frames]
         framed = any((path == site.path and fn == site.function.split(".")[-1]) or fn in names for path, _, fn in specs)
         if said or framed:
@@ -291,11 +291,15 @@ def reference_answers(message: str) -> list[tuple[str, list[str]]]:
 
 
 def not_found_line(message: str) -> str:
-    """What was searched when no site, extension string or reference holds ``message``."""
+    """What was searched when no site, extension string or reference holds ``message``: the
+    installed releases only (an older torchrl raised messages this one no longer holds)."""
+    from _stack import installed_version
+
     files = len(st.sources())
     ext = ", ".join(st.extension_strings()) or "no compiled extension"
-    return (f"not raised by torchrl or tensordict: {files} installed source files and {ext} hold no "
-            f"template of it; torch, another library or Python raised it")
+    here = f"torchrl {installed_version('torchrl')} / tensordict {installed_version('tensordict')}"
+    return (f"not raised by the installed {here}: {files} source files and {ext} hold no template of it; "
+            f"torch, another library, Python, or another torchrl/tensordict release raised it")
 
 
 def answers(text: str) -> list[tuple[str, list[str]]]:

@@ -227,7 +227,7 @@ def _template(node, assigned: dict, depth: int = 0) -> list:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return [node.value]
     if isinstance(node, ast.JoinedStr):
-        return [v.value if isinstance(v, ast.Constant) else FIELD for v in node.values]
+        return [v.value if isinstance(v, ast.Constant) else _named(v, assigned) for v in node.values]
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         return _template(node.left, assigned, depth + 1) + _template(node.right, assigned, depth + 1)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and isinstance(node.left, ast.Constant) \
@@ -269,6 +269,17 @@ def _value_at(at: int):
             continue
         return node.value if isinstance(node, ast.Assign) and isinstance(node.value, (ast.Constant, ast.JoinedStr, ast.BinOp)) else None
     return None
+
+
+def _named(field: ast.FormattedValue, assigned: dict):
+    """A field naming the module itself (``{__name__!r}``) is the module's name, a literal:
+    torchrl's ``module 'torchrl.envs' has no attribute`` is not gym's ``module 'gym' has
+    no attribute``. Any other field varies."""
+    value = field.value
+    if isinstance(value, ast.Name) and value.id == "__name__" and "__name__" in assigned:
+        name = assigned["__name__"].value
+        return repr(name) if field.conversion == ord("r") else name
+    return FIELD
 
 
 def _merge(parts: list) -> tuple:
@@ -348,6 +359,7 @@ def sites_near(path: str, lines: frozenset[int] | None) -> tuple[Site, ...]:
     if tree is None:
         return ()
     out: list[Site] = []
+    module = path[:-3].replace("/", ".").removesuffix(".__init__")
     constants = {n.targets[0].id: n.value for n in tree.body if isinstance(n, ast.Assign) and len(n.targets) == 1
                  and isinstance(n.targets[0], ast.Name) and isinstance(n.value, (ast.Constant, ast.JoinedStr, ast.BinOp))}
 
@@ -389,6 +401,7 @@ def sites_near(path: str, lines: frozenset[int] | None) -> tuple[Site, ...]:
             return
         func = funcs[-1] if funcs else None
         assigned: dict = dict(constants)  # a module-level message (tensordict's _KEY_ERROR), then the function's own
+        assigned["__name__"] = ast.Constant(module)
         for line, name, value, augment in (assignments(func) if func is not None else ()):
             if line >= node.lineno:
                 break
@@ -479,6 +492,22 @@ def covered(site: Site, flat: str) -> int:
         if len(rest) >= 8 and lit.startswith(rest):
             return matched + len(rest)
     return matched
+
+
+def says(site: Site, text: str) -> bool:
+    """True when ``text`` is the site's message, whole or cut short after a field or a
+    literal part (an index entry's signature ``key "sample_log_prob" not found in
+    TensorDict`` is tensordict's ``key "{}" not found in {} with keys {}``): the template's
+    first parts, :data:`MIN_LITERAL` literal characters at least, match all of it."""
+    flat = " ".join(text.split())
+    for k in range(len(site.template), 0, -1):
+        head = Site(site.path, site.line, site.function, site.exc, site.template[:k])
+        if head.literal < MIN_LITERAL:
+            break
+        if head.regex.fullmatch(flat) or (head.template[-1] is not FIELD and head.regex.search(flat)
+                                          and flat.endswith(" ".join(head.template[-1].split()))):
+            return True
+    return False
 
 
 def find(message: str) -> list[Site]:
