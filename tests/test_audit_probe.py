@@ -28,7 +28,8 @@ def _probe_envs(rung):
     torch.manual_seed(0)
     envs = {"Pendulum": TransformedEnv(GymEnv("Pendulum-v1"), StepCounter(max_steps=20)),
             "CartPole": GymEnv("CartPole-v1"),
-            "SerialEnv(Point)": SerialEnv(2, _point_env)}
+            "SerialEnv(Point)": SerialEnv(2, _point_env),
+            "Point1D (Unbounded)": _wiring_env()}
     for env in envs.values():
         if isinstance(env, SerialEnv):
             env.reset()  # SerialEnv builds its sub-envs on the first reset
@@ -38,6 +39,12 @@ def _probe_envs(rung):
         for leaf in leaves:
             probe_env.attach(leaf, rung, seed=0)
     return envs
+
+
+def _wiring_env():
+    from conftest import load_module
+
+    return load_module(BUNDLE / "sub-skills" / "objectives-and-training" / "assets" / "ppo_user_env_wiring.py").make_env()
 
 
 def _point_env():
@@ -52,6 +59,8 @@ def test_probe_envs_keep_the_specs_torchrl_checks(rung):
 
     for name, env in _probe_envs(rung).items():
         check_env_specs(env)  # raises on any key, shape, dtype or bound the probe data breaks
+        td = env.rollout(4, break_when_any_done=False)
+        assert td["observation"].isfinite().all() and td["observation"].abs().max() <= 4.0, name  # Unbounded: +-0.5
         env.close()
 
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 import itertools
 
 HORIZON = {1: 1, 2: 1, 3: 2, 4: 1, 5: 1}
+UNBOUNDED = 1e6  # a bound this large counts as none
 _COUNTER = itertools.count()
 
 
@@ -44,14 +45,16 @@ class ProbeUnsupported(Exception):
 
 
 def _bounds(spec, torch):
-    """``(mid, half)`` tensors of a float spec's shape; non-finite bounds count as unbounded."""
+    """``(mid, half)`` tensors of a float spec's shape; a bound beyond ``UNBOUNDED`` (or none)
+    counts as unbounded: mid 0, half 1."""
     space = getattr(spec, "space", None)
     low, high = getattr(space, "low", None), getattr(space, "high", None)
     shape = spec.shape
     if low is None or high is None:
         return torch.zeros(shape), torch.ones(shape)
     low, high = low.float().expand(shape), high.float().expand(shape)
-    finite = torch.isfinite(low) & torch.isfinite(high)
+    # Unbounded specs carry +-3.4e38 bounds (torchrl 0.14.1): half of their width overflows
+    finite = (low.abs() < UNBOUNDED) & (high.abs() < UNBOUNDED)
     mid = torch.where(finite, (low + high) / 2, torch.zeros(shape))
     half = torch.where(finite, (high - low) / 2, torch.ones(shape))
     return mid, half
