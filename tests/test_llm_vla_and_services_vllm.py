@@ -13,6 +13,7 @@ import json
 import math
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -146,3 +147,11 @@ def test_check_torchrl_env_reports_vllm_in_the_vllm_venv():
     assert "0.32.0" in got["backend:vllm"][1]
     # the cost of torch 2.13 beside torchrl 0.14.1: its compiled extension (segment trees)
     assert got["core:prioritized-replay"][0] == "fail"
+
+
+def test_gpu_script_refuses_without_cuda_in_one_line():
+    proc = subprocess.run([sys.executable, str(BUNDLE / "benchmarks" / "gpu_engines.py")], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and "no CUDA GPU" in proc.stderr

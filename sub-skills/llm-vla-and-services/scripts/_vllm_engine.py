@@ -43,6 +43,7 @@ MAX_MODEL_LEN = 256
 # gives vLLM's workers ``load_weights_from_storage``, which VLLMDoubleBufferSyncScheme's
 # receiver calls through ``collective_rpc``.
 WORKER_EXTENSION = "_vllm_engine.CheckedWorker"
+ABANDON_AFTER_S = 30.0  # after a Ctrl-C or SIGTERM during start-up, how long the usual clean-up may take
 
 
 def engine_env() -> None:
@@ -97,23 +98,58 @@ class Engine:
     engine added (its engine core).
     """
 
-    def __init__(self):
+    def __init__(self, on_abandon=None):
         self.llm = None
         self._before: dict[int, str] = {}
+        self._on_abandon = on_abandon  # the caller's clean-up (its temporary folders), run before a forced exit
 
     def start(self, model_dir: Path, seed: int = 0):
         import _processes
+        import signal
+        import threading
 
         engine_env()
         self._before = _processes.child_processes()
         from vllm import LLM
 
-        self.llm = LLM(
-            model=str(model_dir), tokenizer=str(model_dir), dtype="float32", seed=seed,
-            max_model_len=MAX_MODEL_LEN, max_num_seqs=8, enforce_eager=True, enable_prefix_caching=False,
-            worker_extension_cls=WORKER_EXTENSION,
-        )
+        # Measured: a Ctrl-C while vllm.LLM waits for its engine core to start can be lost (the
+        # engine core exits; this process keeps waiting for its handshake). While it starts, a
+        # signal also arms a watchdog that stops everything and exits if the usual way has not.
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+        def on_signal(signum, frame):
+            handler = previous[signum]
+            if handler == signal.SIG_IGN:
+                return
+            timer = threading.Timer(ABANDON_AFTER_S, self._abandon, args=(signum,))
+            timer.daemon = True
+            timer.start()
+            if callable(handler):
+                handler(signum, frame)
+            raise KeyboardInterrupt
+
+        for sig in previous:
+            signal.signal(sig, on_signal)
+        try:
+            self.llm = LLM(
+                model=str(model_dir), tokenizer=str(model_dir), dtype="float32", seed=seed,
+                max_model_len=MAX_MODEL_LEN, max_num_seqs=8, enforce_eager=True, enable_prefix_caching=False,
+                worker_extension_cls=WORKER_EXTENSION,
+            )
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
         return self.llm
+
+    def _abandon(self, signum: int) -> None:
+        """The watchdog: kill what the engine started, run the caller's clean-up, exit 128 + signum."""
+        import sys
+
+        _kill(self.children())
+        if self._on_abandon is not None:
+            self._on_abandon()
+        print(f"{Path(sys.argv[0]).name}: {'interrupted' if signum == 2 else 'terminated'}", file=sys.stderr, flush=True)
+        os._exit(128 + signum)
 
     def children(self) -> dict[int, str]:
         """Descendants of this process that were not there before :meth:`start`."""

@@ -86,7 +86,7 @@ def check_engine(args) -> sr.Passed:
     tok = tiny.make_tokenizer()
     trainer = ve.make_model(tok, args.seed)
     model_dir = ve.save_tiny_model(scratch / "model", tok, trainer)
-    engine = ve.Engine()
+    engine = ve.Engine(on_abandon=_remove_scratch)
     _ENGINES.append(engine)
     llm = engine.start(model_dir, seed=args.seed)
     kids = engine.children()
@@ -365,21 +365,25 @@ _ENGINES: list = []  # started engines, stopped by run_checks whatever happens
 _SCRATCH: list = []
 
 
+def _remove_scratch() -> None:
+    import shutil
+
+    while _SCRATCH:
+        shutil.rmtree(_SCRATCH.pop(), ignore_errors=True)
+
+
 def run_checks(args, report) -> None:
     if importlib.util.find_spec("vllm") is None:
         report.add(CHECKS[0].name, "missing", INSTALL)
         for check in CHECKS[1:]:
             report.add(check.name, "missing", "needs vLLM (requirements-vllm.txt; see vllm:stack)")
         return
-    import shutil
-
     try:
         sr.run_declared(CHECKS, report, args=args)
     finally:  # Ctrl-C, SIGTERM, a failed check: the engine core and its worker must not outlive us
         while _ENGINES:
             _ENGINES.pop().stop()
-        while _SCRATCH:
-            shutil.rmtree(_SCRATCH.pop(), ignore_errors=True)
+        _remove_scratch()
 
 
 def main(argv=None):
