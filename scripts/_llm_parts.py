@@ -339,8 +339,8 @@ def loss_mask(wiring):
         if wiring.is_grpo:
             _, dist, _ = wiring.loss._get_cur_log_prob(work)  # the mask GRPOLoss builds (grpo.py, 0.14.1)
             mask = dist.mask
-        # clone, not copy: the actor scores in place, and on a shallow copy it rewrites the rollout's own
-        # ('tokens', ...) entry, dropping the generated ('tokens', 'prompt') the later checks read
+        # the actor scores in place, replacing the ('tokens', ...) entry; a clone keeps the rollout's own
+        # generated ('tokens', 'prompt'), which the later checks read, out of its reach
         scored = wiring.actor(wiring.rollout.clone())
     tokens = token_rows(scored, ("tokens", "full"))
     if not wiring.is_grpo:  # SFTLoss.forward: stored assistant masks, else the template's, & attention

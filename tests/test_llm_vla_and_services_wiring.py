@@ -177,3 +177,97 @@ def test_bundled_example_passes_for_every_input_mode(mode):
         assert found[f"llm-wiring:{name}"][0] == "pass", (name, found[f"llm-wiring:{name}"])
     assert " 0 response tokens" not in found["llm-wiring:loss-mask"][1]
     assert "2 prompts x 4 samples = 8 rows" in found["llm-wiring:samples-per-prompt"][1]
+
+
+def _example():
+    import sys
+
+    sys.path.insert(0, str(WIRING))
+    import _common
+    import _tiny_llm as tiny
+
+    return _common.ex, tiny
+
+
+@pytest.mark.parametrize("mode", ["text", "tokens"])
+def test_in_place_scoring_drops_the_prompt_tokens_that_sft_masks_with(mode):
+    """text/tokens modes: a generate=False wrapper scoring the batch in place (its default) replaces
+    its ('tokens', ...) entry, so ('tokens', 'prompt') is gone and GRPOLoss(masking_strategy='sft')
+    raises; scoring with inplace=False and keeping only ('log_probs', 'full') leaves the prompt for
+    the mask (torchrl 0.14.1)."""
+    import torch
+    from torchrl.modules.llm import TransformersWrapper
+    from torchrl.objectives.llm import GRPOLoss
+
+    ex, tiny = _example()
+    tok = tiny.make_tokenizer()
+    model = tiny.make_causal_lm(tok)
+    _, rows = ex.sample_groups(model, tok, mode)
+    rows.set("advantage", torch.randn(rows.batch_size[0], 1, 1))
+    actor = TransformersWrapper(model, tokenizer=tok, input_mode=mode, generate=False, return_log_probs=True)
+    good = rows.clone()
+    with torch.no_grad():
+        actor(rows)  # in place
+    assert rows.get(("tokens", "prompt"), None, as_list=True) is None
+    with pytest.raises(ValueError, match="Assistant mask not found"):
+        GRPOLoss(actor, masking_strategy="sft")(rows)
+    with pytest.raises(ValueError, match="input_mode is not 'history'"):  # no assistant mask outside history mode
+        GRPOLoss(actor, masking_strategy="rlhf")(good.clone())
+    _, kept = ex.score_for_loss(model, tok, good, mode)
+    assert kept.get(("tokens", "prompt"), None, as_list=True) is not None
+    assert torch.isfinite(GRPOLoss(actor, masking_strategy="sft")(kept).loss_objective)
+
+
+def test_loss_actor_with_inplace_false_raises_keyerror():
+    """The loss's actor must keep inplace=True: GRPOLoss reads the log-probs back from its input."""
+    import torch
+    from torchrl.modules.llm import TransformersWrapper
+    from torchrl.objectives.llm import GRPOLoss
+
+    ex, tiny = _example()
+    tok = tiny.make_tokenizer()
+    model = tiny.make_causal_lm(tok)
+    _, batch = ex.score_for_loss(model, tok, ex.advantage_buffer(ex.sample_groups(model, tok, "tokens")[1], tok), "tokens")
+    actor = TransformersWrapper(model, tokenizer=tok, input_mode="tokens", generate=False, return_log_probs=True, inplace=False)
+    with pytest.raises(KeyError, match='key "log_probs" not found'):
+        GRPOLoss(actor, masking_strategy="sft")(batch)
+    assert torch.isfinite(GRPOLoss(ex.score_for_loss(model, tok, batch.clone(), "tokens")[0], masking_strategy="sft")(batch).loss_objective)
+
+
+def test_num_samples_layout_and_mcadvantage_groups_by_prompt_ids():
+    """num_samples=N returns [n_prompts, N]; flattened prompt-major; MCAdvantage with the tensor
+    prompt key ('tokens', 'prompt') groups by id values and writes (r - group mean) / group sample std."""
+    import torch
+
+    ex, tiny = _example()
+    tok = tiny.make_tokenizer()
+    policy, rows = ex.sample_groups(tiny.make_causal_lm(tok), tok, "tokens")
+    assert policy.num_samples == ex.SAMPLES and rows.batch_size == (len(ex.PROMPTS) * ex.SAMPLES,)
+    prompts = [tuple(p.tolist()) for p in rows.get(("tokens", "prompt"), as_list=True)]
+    assert prompts[: ex.SAMPLES] == [prompts[0]] * ex.SAMPLES and prompts[ex.SAMPLES] != prompts[0]
+    batch = ex.advantage_buffer(rows, tok)
+    adv = batch.get("advantage").reshape(-1)
+    reward = batch.get(("next", "reward")).reshape(-1)
+    keys = [tuple(p.tolist()) for p in batch.get(("tokens", "prompt"), as_list=True)]
+    for key in set(keys):
+        idx = torch.tensor([i for i, k in enumerate(keys) if k == key])
+        r = reward[idx]
+        assert len(idx) == ex.SAMPLES
+        torch.testing.assert_close(adv[idx], (r - r.mean()) / r.std().clamp_min(1e-6))
+
+
+def test_grpo_loss_takes_flat_rows_not_the_num_samples_layout():
+    """GRPOLoss on the wrapper's [n_prompts, num_samples] layout raises (torchrl 0.14.1); on the same
+    batch flattened with reshape(-1) it runs."""
+    import torch
+    from torchrl.objectives.llm import GRPOLoss
+
+    ex, tiny = _example()
+    tok = tiny.make_tokenizer()
+    model = tiny.make_causal_lm(tok)
+    actor, batch = ex.score_for_loss(model, tok, ex.sample_groups(model, tok, "tokens")[1], "tokens")
+    batch.set("advantage", torch.randn(batch.batch_size[0], 1, 1))
+    loss = GRPOLoss(actor, masking_strategy="sft")
+    with pytest.raises(AttributeError, match="'list' object has no attribute 'clone'"):
+        loss(batch.reshape(len(ex.PROMPTS), ex.SAMPLES))
+    assert torch.isfinite(loss(batch).loss_objective)
