@@ -138,7 +138,7 @@ def test_a_torch_message_alone_says_what_was_searched_and_its_traceback_names_th
     last = text.strip().splitlines()[-1]
     assert last.startswith("RuntimeError: split_with_sizes expects split_sizes to sum exactly to 10")
     assert sites.find(sites.message_of(last)[1]) == []  # raised by torch, in no torchrl/tensordict source
-    assert "not raised by torchrl or tensordict" in lookup.not_found_line(last)
+    assert "not raised by the installed torchrl" in lookup.not_found_line(last)
     call = dict(lookup.call_answers(text))["derived:library-call"]
     joined = " ".join(call)
     assert call[0].startswith("torch (split) raised it inside the call v.split(split_size, dim) at tensordict/_td.py:")
@@ -198,3 +198,15 @@ def test_a_user_frame_inside_the_raise_is_not_your_line():
     raiser, _, user = tb.raising_frames(tb.frames(text))
     assert raiser.function == "sample" and user.path == "/home/u/train.py"
     assert Path(BUNDLE / "scripts" / "_explain" / "sites.py").is_file()
+
+
+def test_python_wording_or_another_exception_class_is_no_site():
+    """Found by the suite: 'ZeroDivisionError: division by zero' was given ActionScaling's
+    ValueError whose message holds "division by zero", and 'MyEnv' object has no attribute
+    'foo' RayTransform.__getattr__'s copy of Python's wording."""
+    assert sites.find("ZeroDivisionError: division by zero") == []
+    assert sites.find("AttributeError: 'MyEnv' object has no attribute 'foo'") == []
+    scaled = sites.find("ValueError: scale must not contain zero entries (would cause division by zero).")
+    assert [s.function for s in scaled] == ["ActionScaling.__init__"]  # the twin: its own class and text
+    ray = [s for s in sites.file_sites("torchrl/envs/transforms/ray_service.py") if s.function == "RayTransform.__getattr__"]
+    assert ray and all(s.python_wording for s in ray)

@@ -132,8 +132,8 @@ def site_lines(site: st.Site) -> list[str]:
 def site_answers(text: str) -> list[tuple[str, list[str]]]:
     """``[("derived:raising-site", lines)]`` per site (at most :data:`SHOWN_SITES`; a
     traceback's own frame first), or ``[]``."""
-    _, message = st.message_of(text)
-    found = st.find(message)
+    exc, message = st.message_of(text)
+    found = st.find(f"{exc}: {message}" if exc else message)
     if not found:
         return []
     trace = tb.frames(text)

@@ -30,6 +30,11 @@ from pathlib import Path
 from .index import TOPS, full_index, package_dir
 
 FIELD = None  # a template part that varies
+PYTHON_WORDING = frozenset({
+    "object has no attribute", "module has no attribute", "type object has no attribute", "has no attribute",
+    "got an unexpected keyword argument", "object is not subscriptable", "object is not callable",
+    "object is not iterable", "is not defined", "division by zero",
+})
 MIN_LITERAL = 12  # literal characters a site must match (shorter: "{}" or "key {}" match anything)
 WINDOW = 3  # words per window of the message used to pick candidate files
 MAX_FILES = 8
@@ -63,6 +68,14 @@ class Site:
     @property
     def module(self) -> str:
         return self.path[:-3].replace("/", ".").removesuffix(".__init__")
+
+    @property
+    def python_wording(self) -> bool:
+        """True when the literal text is only CPython's own wording (``'{}' object has no
+        attribute '{}'`` in a ``__getattr__``): such a template matches any user's message
+        of that kind, so it names no torchrl/tensordict site (pytorch/rl#1275 matched it)."""
+        words = " ".join(re.sub(r"[^a-z ]", " ", " ".join(p for p in self.template if p).lower()).split())
+        return words in PYTHON_WORDING
 
     @property
     def literal(self) -> int:
@@ -482,7 +495,7 @@ def covered(site: Site, flat: str) -> int:
             matched, pos = matched + len(lit), at + len(lit)
             continue
         rest = flat[pos:].strip()
-        if matched == 0 and flat in lit:
+        if matched == 0 and flat in lit and len(flat) * 2 >= len(lit):  # a pasted middle, not a phrase of it
             return len(flat)
         if matched == 0:
             head = next((k for k in range(min(len(lit), len(flat)), 7, -1) if lit.endswith(flat[:k])), 0)
@@ -492,6 +505,15 @@ def covered(site: Site, flat: str) -> int:
         if len(rest) >= 8 and lit.startswith(rest):
             return matched + len(rest)
     return matched
+
+
+def _same_class(exc: str, raised: str) -> bool:
+    """False only when both are known and differ (a ZeroDivisionError is no ValueError
+    site's); a site raising a class held in a variable (``raise err_type(...)``) stays."""
+    last = raised.rsplit(".", 1)[-1]
+    if not exc or not last or not last[:1].isupper():
+        return True
+    return exc == last
 
 
 def says(site: Site, text: str) -> bool:
@@ -517,11 +539,14 @@ def find(message: str) -> list[Site]:
     short, or pasted in part), the sites whose literal parts, in order, explain 60% of it."""
     if not message.strip():
         return []
-    flat = " ".join(message.split())[:4000]
-    candidates = [s for path, near in candidate_files(flat).items() for s in sites_near(path, near)]
+    exc, flat = message_of(message)
+    flat = flat[:4000]
+    candidates = [s for path, near in candidate_files(flat).items() for s in sites_near(path, near)
+                  if not s.python_wording and _same_class(exc, s.exc)]
     hits = [s for s in candidates if s.regex.search(flat)]
     if not hits:  # a message kept in a module constant and raised elsewhere (tensordict's _KEY_ERROR)
-        hits = [s for path, near in constant_uses(flat).items() for s in sites_near(path, near) if s.regex.search(flat)]
+        hits = [s for path, near in constant_uses(flat).items() for s in sites_near(path, near)
+                if s.regex.search(flat) and _same_class(exc, s.exc)]
     if not hits:
         hits = _extension_sites(flat)
     if not hits:
