@@ -213,6 +213,7 @@ def check_buffer_contract(buffer=None, rows=None) -> str:
         texts = sample.get("text")
         texts = texts.tolist() if hasattr(texts, "tolist") else list(texts)
         sr.expect(sorted(texts) == sorted(r["text"] for r in rows), f"non-tensor 'text' did not round-trip: {texts}")
+    sr.evidence(len(rows) * PASSES, "token rows round-tripped")
     return (
         f"{len(rows)} ragged rows (lengths {sorted(len(w) for w in want)}) extend->sample exact, int64, "
         f"keys {len(want_keys)} kept, each row once in each of {PASSES} passes (without replacement)"
@@ -318,6 +319,7 @@ def check_rollouts_contract(make_collector=None, frames_per_batch: int = 8) -> s
         collector.shutdown()
     sr.expect(len(versions) == 2, f"expected 2 batches from total_frames=2*frames_per_batch, got {len(versions)}")
     sr.expect(versions[1] > versions[0], f"policy_version did not increase after a weight push: {versions}")
+    sr.evidence(len(versions) * frames_per_batch, "frames collected")
     return (
         f"2 batches of {frames_per_batch} frames; update_policy_weights_ copied weights; "
         f"policy_version {versions[0]} -> {versions[1]}"
@@ -354,6 +356,7 @@ def check_grpo_contract(loss=None, batch=None) -> str:
         sr.expect(val is not None and val.shape == (), f"GRPOLossOutput.{field} is {val!r}, expected a scalar tensor")
         sr.expect(bool(val.isfinite()), f"GRPOLossOutput.{field} is not finite: {val}")
     sr.expect(out.loss_objective.requires_grad, "loss_objective has no grad_fn: the actor's parameters are not reached")
+    sr.evidence(batch.batch_size.numel(), "ragged rows through the loss")
     return (
         f"GRPOLoss(masking_strategy={loss.masking_strategy!r}) on {batch.batch_size[0]} ragged rows -> "
         f"GRPOLossOutput scalars {', '.join(GRPO_OUTPUT_FIELDS)}; ESS={float(out.ESS):.3f}, loss_objective differentiable"
@@ -371,6 +374,7 @@ def check_sft_keys(loss=None) -> str:
         sr.expect(got == key, f"SFTLoss.tensor_keys.{name} is {got!r}, contract says {key!r}")
     want_in = [SFT_TENSOR_KEYS["history"]] + ([SFT_TENSOR_KEYS["ref_log_prob"]] if loss.kl_to_ref_coeff is not None else [])
     sr.expect(list(loss.in_keys) == want_in, f"SFTLoss.in_keys {loss.in_keys} != {want_in}")
+    sr.evidence(len(SFT_TENSOR_KEYS), "tensor_keys compared")
     return f"SFTLoss tensor_keys {SFT_TENSOR_KEYS}; in_keys {want_in}; outputs loss_sft (+ loss_kl_to_ref, kl_to_ref)"
 
 
@@ -406,6 +410,7 @@ def check_ppo_contract(loss=None, batch=None) -> str:
     out = loss(batch)
     missing = [k for k in PPO_OUTPUT_FIELDS if k not in out.keys()]
     sr.expect(not missing, f"ClipPPOLoss output lacks {missing}")
+    sr.evidence(batch.batch_size.numel(), "batch rows through the loss")
     return (
         f"ClipPPOLoss on flat [B] batch (advantage [B, 1]) -> TensorDict {sorted(out.keys())}; "
         "GRPO differs: ragged tokens, advantage [B, 1, 1], no critic"
@@ -443,6 +448,7 @@ def check_hf_generation() -> str:
     resp = out.get(("tokens", "response"), as_list=True)
     lps = out.get(("log_probs", "response"), as_list=True)
     sr.expect(all(r.shape == lp.shape for r, lp in zip(resp, lps)), "log_probs.response not aligned with tokens.response")
+    sr.evidence(len(resp), "responses aligned per token")
     return f"generate=True writes {', '.join('.'.join(k) for k in need)}; response log-probs aligned per token"
 
 
@@ -461,14 +467,17 @@ def check_hf_backend() -> sr.Passed:
 
 
 CHECKS = [
-    sr.Check("buffer:token-round-trip", check_buffer_contract),
-    sr.Check("rollouts:collector-protocol", check_rollouts_contract),
-    sr.Check("loss:grpo", check_grpo_contract),
-    sr.Check("loss:sft-keys", check_sft_keys),
-    sr.Check("loss:classic-ppo", check_ppo_contract),
-    sr.Check("hf:backend", check_hf_backend, gives="transformers", flag="hf"),
-    sr.Check("hf:generation-keys", lambda transformers: check_hf_generation(), flag="hf"),
-    sr.Check("hf:grpo", lambda transformers: check_hf_grpo(), flag="hf"),
+    sr.Check("buffer:token-round-trip", check_buffer_contract, proves="every ragged token row comes back exactly once per pass, same keys"),
+    sr.Check("rollouts:collector-protocol", check_rollouts_contract,
+             proves="each batch has frames_per_batch frames and policy_version rises after a weight push"),
+    sr.Check("loss:grpo", check_grpo_contract, proves="GRPOLoss gives finite scalar outputs and a differentiable objective"),
+    sr.Check("loss:sft-keys", check_sft_keys, proves="SFTLoss's tensor_keys and in_keys are the contract's"),
+    sr.Check("loss:classic-ppo", check_ppo_contract, proves="ClipPPOLoss on a flat batch gives every output field"),
+    sr.Check("hf:backend", check_hf_backend, gives="transformers", flag="hf", proves="transformers is importable"),
+    sr.Check("hf:generation-keys", lambda transformers: check_hf_generation(), flag="hf",
+             proves="generate=True writes the generation keys with response log-probs aligned per token"),
+    sr.Check("hf:grpo", lambda transformers: check_hf_grpo(), flag="hf",
+             proves="GRPOLoss on a Qwen2 policy gives finite scalar outputs and a differentiable objective"),
 ]
 
 

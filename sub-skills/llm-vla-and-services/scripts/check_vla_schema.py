@@ -102,6 +102,7 @@ def check_synthetic() -> str:
         any("language instruction" in p for p in found) and any("image" in p for p in found),
         f"a batch without instruction and with a 3-D image was not flagged: {found}",
     )
+    sr.evidence(td.batch_size.numel() + 1, "batches judged (rows of the valid one, plus the broken copy)")
     return f"canonical batch {sorted(map(str, td.keys(True, True)))} valid; broken copy flagged ({len(found)} problems)"
 
 
@@ -122,6 +123,7 @@ def load_batch(path: str):
 def check_file(args, batch) -> str:
     problems = vla_problems(batch, args.action_dim)
     sr.expect(not problems, f"{args.file}: " + "; ".join(problems))
+    sr.evidence(batch.batch_size.numel(), "batch rows checked")
     return f"{args.file}: batch {tuple(batch.batch_size)}, keys {sorted(map(str, batch.keys(True, True)))} follow the VLA schema"
 
 
@@ -140,6 +142,7 @@ def check_tokenizers() -> str:
     err_t = float((tail.decode(ttok) - act).abs().max())
     sr.expect(int(ttok.min()) >= 32000 - 256, f"VocabTail tokens start at {int(ttok.min())}, not in the last 256 ids")
     sr.expect(err_t <= 1.0 / 255 + 1e-6, f"VocabTailActionTokenizer round trip error {err_t:.4f} > half a bin")
+    sr.evidence(act.numel(), "action values round-tripped")
     return f"Uniform (256 bins) max err {err_u:.4f}; VocabTail ids {int(ttok.min())}..{int(ttok.max())} max err {err_t:.4f}"
 
 
@@ -155,14 +158,15 @@ def check_tinyvla() -> str:
     chunk.pow(2).mean().backward()
     grads = [p.grad for p in model.parameters() if p.grad is not None]
     sr.expect(grads and any(float(g.abs().sum()) > 0 for g in grads), "TinyVLA backward produced no gradient")
+    sr.evidence(len(grads), "parameter tensors reached by backward")
     return f"TinyVLA wrote ('vla_action', 'chunk') {tuple(chunk.shape)}; backward reached {len(grads)} parameter tensors"
 
 
 CHECKS = [
-    sr.Check("vla:schema-synthetic", check_synthetic),
-    sr.Check("vla:schema-file", check_file, flag="file"),
-    sr.Check("vla:action-tokenizers", check_tokenizers),
-    sr.Check("vla:tinyvla-forward-backward", check_tinyvla),
+    sr.Check("vla:schema-synthetic", check_synthetic, proves="the schema check accepts the canonical batch and flags a broken copy"),
+    sr.Check("vla:schema-file", check_file, flag="file", proves="every row of the saved batch follows the VLA schema"),
+    sr.Check("vla:action-tokenizers", check_tokenizers, proves="both action tokenizers round-trip every action value within half a bin"),
+    sr.Check("vla:tinyvla-forward-backward", check_tinyvla, proves="TinyVLA writes its action chunk and backward reaches its parameters"),
 ]
 
 

@@ -76,6 +76,7 @@ def check_template() -> sr.Passed:
     sr.expect(ours[0] == theirs, f"History template {ours[0]!r} != tokenizer template {theirs!r}")
     back = History.from_text(ours[0], chat_template_name="chatml_format")
     sr.expect(list(back.role) == ["user", "assistant"], f"History.from_text roles {list(back.role)}")
+    sr.evidence(len(ids), "token ids round-tripped")
     return sr.Passed(f"vocab {len(tok)}, text round trip, History.apply_chat_template == tokenizer template, "
                      "from_text roles back", tok)
 
@@ -105,6 +106,7 @@ def check_env_generate(args, tokenizer) -> sr.Passed:
     sr.expect(all(r.numel() == lp.numel() >= 1 for r, lp in zip(resp, lps)), "response tokens/log-probs lengths differ")
     roles = env.step(td)["next"]["history"].prompt.role
     sr.expect(list(roles[0]) == ["system", "user", "assistant"], f"after step history roles {roles}")
+    sr.evidence(len(resp), "responses generated with log-probs")
     return sr.Passed(
         f"ChatEnv+DataLoadingPrimer reset -> TransformersWrapper generated {[r.numel() for r in resp]} tokens "
         "with log_probs.response; step appended the assistant turn",
@@ -140,6 +142,7 @@ def check_logprob_recompute(tokenizer, generation) -> sr.Passed:
         gen = gen_td.get(("log_probs", "response"), as_list=True)[i]
         sr.expect(torch.allclose(gen[1:], lpf[n0 + 1:n0 + n], atol=1e-4), "generation log-probs != recomputed ones")
     sr.expect(worst < 1e-4, f"recomputed log-probs differ from a plain forward by {worst:.2e}")
+    sr.evidence(len(gen_td.get(('tokens', 'response'), as_list=True)), "responses recomputed")
     return sr.Passed(f"generate=False log_probs.full match a manual forward (max |diff| {worst:.1e}); "
                      "generation ones match after index 0", td)
 
@@ -160,6 +163,7 @@ def check_grpo(tokenizer, generation, scored) -> str:
     (out.loss_objective + out.loss_entropy).backward()
     gnorm = _grad_l1(generation.model)
     sr.expect(gnorm > 0, "GRPOLoss backward left every gradient at zero")
+    sr.evidence(td.batch_size.numel(), "scored rows through the loss")
     return f"GRPOLossOutput loss_objective={float(out.loss_objective.detach()):.3f} ESS={float(out.ESS):.2f}, grad L1 {gnorm:.2f}"
 
 
@@ -182,6 +186,7 @@ def check_sft(tokenizer, generation) -> str:
     out.loss_sft.backward()
     gnorm = _grad_l1(generation.model)
     sr.expect(gnorm > 0, "SFTLoss backward left every gradient at zero")
+    sr.evidence(2, "chats through the loss")
     return f"SFTLossOutput loss_sft={float(out.loss_sft.detach()):.3f} on history.full, grad L1 {gnorm:.2f}"
 
 
@@ -219,16 +224,21 @@ def check_collector(tokenizer, generation) -> str:
     sr.expect("advantage" in out.keys(), "MCAdvantage wrote no 'advantage' for a full group")
     vals = out["advantage"].flatten().tolist()
     sr.expect(vals[0] > 0 > vals[1], f"advantages {vals}: the rewarded answer should be positive")
+    sr.evidence(len(rb) + len(vals), "dialog turns stored and advantages read")
     return f"LLMCollector wrote 2 dialog turns into a ReplayBuffer (LazyStackStorage); MCAdvantage {[round(v, 3) for v in vals]}"
 
 
 CHECKS = [
-    sr.Check("llm:tokenizer-template", check_template, gives="tokenizer"),
-    sr.Check("llm:chatenv-generate", check_env_generate, gives="generation"),
-    sr.Check("llm:logprob-recompute", check_logprob_recompute, gives="scored"),
-    sr.Check("llm:grpo-loss", check_grpo),
-    sr.Check("llm:sft-loss", check_sft),
-    sr.Check("llm:collector-replay", check_collector, flag="collector"),
+    sr.Check("llm:tokenizer-template", check_template, gives="tokenizer",
+             proves="the tiny tokenizer round-trips text and History's chat template equals the tokenizer's"),
+    sr.Check("llm:chatenv-generate", check_env_generate, gives="generation",
+             proves="ChatEnv plus TransformersWrapper generate responses with per-token log-probs"),
+    sr.Check("llm:logprob-recompute", check_logprob_recompute, gives="scored",
+             proves="generate=False log_probs.full equal a plain forward, and the generation's after index 0"),
+    sr.Check("llm:grpo-loss", check_grpo, proves="GRPOLoss gives a loss whose backward reaches the model"),
+    sr.Check("llm:sft-loss", check_sft, proves="SFTLoss gives a loss whose backward reaches the model"),
+    sr.Check("llm:collector-replay", check_collector, flag="collector",
+             proves="LLMCollector writes its dialog turns into the buffer and MCAdvantage ranks the rewarded answer first"),
 ]
 
 

@@ -134,6 +134,7 @@ def check_checkpoint(workdir) -> sr.Passed:
         sys.modules.pop("render_factory", None)
     payload = load_checkpoint(path)
     sr.expect(payload.get("env_name") == "pendulum", f"checkpoint env_name {payload.get('env_name')!r}")
+    sr.evidence(1, "checkpoints saved and read back")
     return sr.Passed(f"save_render_checkpoint(format='archive') -> {Path(path).name}; load_checkpoint env_name 'pendulum'",
                      Path(path))
 
@@ -145,6 +146,7 @@ def check_jsonl(args, workdir, checkpoint) -> str:
     meta = rows[0]["metadata"]["trajectories"][0]
     sr.expect(meta["num_steps"] == STEPS, f"jsonl trajectory has {meta['num_steps']} steps, expected {STEPS}")
     runner = "rlrender" if args.subprocess else "cli.main"
+    sr.evidence(meta['num_steps'], "trajectory steps rendered")
     return f"{runner} jsonl: {len(rows)} records, {meta['num_steps']} steps, return {meta['return']:.3f}"
 
 
@@ -157,6 +159,7 @@ def check_npz(args, workdir, checkpoint) -> str:
         act = data["traj_000/action"]
         sr.expect(act.shape == (STEPS, 1), f"npz traj_000/action shape {act.shape}")
         n = len(data.files)
+    sr.evidence(act.shape[0], "trajectory steps rendered")
     return f"npz: {n} arrays, traj_000/action {act.shape}"
 
 
@@ -171,6 +174,7 @@ def check_frames(args, workdir, checkpoint) -> str:
     with Image.open(pngs[0]) as img:
         size = img.size
     sr.expect(size == (32, 32), f"frame size {size}, expected (32, 32) from the 'pixels' key")
+    sr.evidence(len(pngs), "frames written")
     return f"frames: {len(pngs)} PNGs of {size[0]}x{size[1]} from the 'pixels' key"
 
 
@@ -191,15 +195,16 @@ def check_mp4(args, workdir, checkpoint) -> str:
     sr.expect(code == 0, f"rlrender --format mp4 exit {code}: {err}")
     size = (workdir / "out.mp4").stat().st_size
     sr.expect(size > 0, "empty mp4")
+    sr.evidence(int(size > 0), "mp4 files written")
     return f"mp4 written ({size} bytes)"
 
 
 CHECKS = [
-    sr.Check("render:checkpoint", check_checkpoint, gives="checkpoint"),
-    sr.Check("render:rlrender-jsonl", check_jsonl),
-    sr.Check("render:rlrender-npz", check_npz),
-    sr.Check("render:rlrender-frames", check_frames),
-    sr.Check("render:rlrender-mp4", check_mp4, flag="mp4"),
+    sr.Check("render:checkpoint", check_checkpoint, gives="checkpoint", proves="save_render_checkpoint writes an archive load_checkpoint reads back"),
+    sr.Check("render:rlrender-jsonl", check_jsonl, proves="rlrender --format jsonl writes every step of the trajectory"),
+    sr.Check("render:rlrender-npz", check_npz, proves="rlrender --format npz writes every step's action"),
+    sr.Check("render:rlrender-frames", check_frames, proves="rlrender --format frames writes one PNG per step from the 'pixels' key"),
+    sr.Check("render:rlrender-mp4", check_mp4, flag="mp4", proves="rlrender --format mp4 writes a non-empty video"),
 ]
 
 

@@ -56,6 +56,7 @@ def check_direct() -> str:
         owner.shutdown()
         files = [p.name for p in Path(tmp).rglob("*.csv")]
         sr.expect(files, "no CSV file written by the direct logger")
+    sr.evidence(len(files), "CSV files the logger wrote")
     return f"CSVLogger start()->self, client().log_scalar, shutdown(); wrote {files}"
 
 
@@ -76,6 +77,7 @@ def check_process() -> str:
         sr.expect(not left, f"ProcessLogger child processes still alive after shutdown: {left}")
         files = [p.name for p in Path(tmp).rglob("*.csv")]
         sr.expect(files, "the child process wrote no CSV file")
+    sr.evidence(len(spawned), "child processes seen, then gone")
     return f"ProcessLogger child pid(s) {sorted(spawned)} logged {files} and exited on shutdown()"
 
 
@@ -114,6 +116,7 @@ def check_executor(args) -> str:
     left = sr.leftover_processes(before, grace=10.0)
     sr.expect(not left, f"interpreter processes still alive after cleanup(): {left}")
     sr.expect(not left_files, f"temporary files left after cleanup(): {left_files}")
+    sr.evidence(len(spawned), "interpreter processes seen, then gone")
     return (
         f"stdout {ok['stdout'].strip()!r}; sleep stopped after {waited:.1f}s with {slow['stderr']!r}; "
         f"{len(spawned)} process(es) and their temporary scripts gone after cleanup()"
@@ -168,6 +171,7 @@ def check_ray(args) -> str:
     sr.expect(not left, f"Ray processes still alive after ray.shutdown(): {left}")
     sr.expect(not left_files, f"temporary files left by the Ray worker: {left_files}")
     sr.expect(not Path(tmp).exists(), f"Ray's temporary folder {tmp} could not be removed")
+    sr.evidence(len(ray_children), "Ray child processes seen, then gone")
     return (
         f"get_services('ray') served {sorted(names)}; remote stdout '45'; reset() emptied it"
         f"{' and left Ray running' if still_up else ''}; "
@@ -177,10 +181,12 @@ def check_ray(args) -> str:
 
 
 CHECKS = [
-    sr.Check("services:direct-lifecycle", check_direct),
-    sr.Check("services:process-lifecycle", check_process),
-    sr.Check("services:python-executor", check_executor),
-    sr.Check("services:ray-registry", check_ray, flag="ray"),
+    sr.Check("services:direct-lifecycle", check_direct, proves="an in-process logger service starts, logs and shuts down"),
+    sr.Check("services:process-lifecycle", check_process, proves="ProcessLogger's child process logs and exits on shutdown()"),
+    sr.Check("services:python-executor", check_executor,
+             proves="PythonExecutorService runs code, stops a hang at its timeout, restarts, and leaves nothing on cleanup()"),
+    sr.Check("services:ray-registry", check_ray, flag="ray",
+             proves="the Ray service registry serves a remote executor and leaves no process or file after shutdown"),
 ]
 
 

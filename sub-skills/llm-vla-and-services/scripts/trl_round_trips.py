@@ -68,6 +68,7 @@ def check_buffer_records() -> str:
     got = sorted((it["prompt"], it["completion"], round(float(it["reward"]), 6)) for it in items)
     want = sorted((r["prompt"], r["completion"], round(r["reward"], 6)) for r in recs)
     sr.expect(got == want, "records changed in the buffer round trip")
+    sr.evidence(len(items), "rollouts round-tripped")
     return f"{len(recs)} rollouts -> LazyStackStorage -> TorchRLBufferDataset: identical prompt/completion/reward dicts"
 
 
@@ -148,6 +149,7 @@ def check_trl_sft(args) -> str:
     sr.expect(len(res["losses"]) == args.steps and all(x == x for x in res["losses"]), f"losses {res['losses']}")
     sr.expect(len(res["sampled"]) >= 2 * args.steps, f"only {len(res['sampled'])} rows sampled from the TorchRL buffer")
     sr.expect(res["weights_changed"], "model weights did not change: the trainer did not train")
+    sr.evidence(res['steps'], "trainer steps on buffer rows")
     return (
         f"{res['backend']} {res['steps']} steps on CPU, {len(res['sampled'])} rows sampled from a "
         f"{res['buffer_rows']}-row TorchRL buffer, losses {[round(x, 3) for x in res['losses']]}"
@@ -278,6 +280,7 @@ def check_grpo_hf(args) -> str:
     for key in ("reward/seq_mean", "kl/k3_mean", "loss/loss_objective", "loss/ESS", "perf/gen_tokens_per_s"):
         sr.expect(key in m, f"metric {key} missing from the GRPO step: {sorted(m)}")
     where = f"; metrics CSV in {res['csv_dir']}" if res["csv_dir"] else ""
+    sr.evidence(len(res['losses']), "GRPO steps")
     return (
         f"{args.steps} GRPO steps, HF reward mean per step {[round(x, 3) for x in res['rewards']]}, "
         f"KL(k3) {m['kl/k3_mean']:.2e}, ESS {m['loss/ESS']:.3f}{where}"
@@ -285,9 +288,12 @@ def check_grpo_hf(args) -> str:
 
 
 CHECKS = [
-    sr.Check("trl:buffer-records", check_buffer_records),
-    sr.Check("trl:sft-trainer-on-torchrl-buffer", check_trl_sft, flag="trl_sft"),
-    sr.Check("trl:torchrl-grpo-hf-reward", check_grpo_hf, flag="grpo_hf"),
+    sr.Check("trl:buffer-records", check_buffer_records,
+             proves="TorchRLBufferDataset yields each stored rollout once, unchanged, in TRL's format"),
+    sr.Check("trl:sft-trainer-on-torchrl-buffer", check_trl_sft, flag="trl_sft",
+             proves="TRL's SFTTrainer trains the asked steps on rows sampled from a TorchRL buffer"),
+    sr.Check("trl:torchrl-grpo-hf-reward", check_grpo_hf, flag="grpo_hf",
+             proves="each GRPO step with an HF reward model gives a finite loss and the step metrics"),
 ]
 
 
