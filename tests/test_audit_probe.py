@@ -235,6 +235,19 @@ def test_judge_rung_names_short_runs_unsupported_specs_and_slow_learning():
         ladder.judge_rung(1, _section(verdict=wrong, mid={"frames": 500, "got": [1.5]}))
 
 
+def test_a_rung_passes_early_only_on_steady_passing_judgments():
+    from _audit import ladder, ladder_child
+
+    def verdict(v, ok=True):
+        return {"ok": ok, "checks": [{"what": "V(s)", "got": v, "want": 1.0, "tol": 0.25, "ok": ok},
+                                     {"what": "alpha x H(B)", "got": v * 3, "info": True, "ok": True}]}
+
+    assert ladder_child._steady([verdict(0.98), verdict(1.02), verdict(1.05)])  # spread 0.07 <= 0.125; info ignored
+    assert not ladder_child._steady([verdict(0.8), verdict(1.0), verdict(1.2)])  # crossing the band: spread 0.4
+    detail = ladder.judge_rung(1, _section(frames=300, early=[100, 200, 300]))
+    assert "passed early: at each of the judgments at 100, 200, 300 frames, steady (budget 1000)" in detail
+
+
 def test_the_probe_reference_documents_every_rung_and_the_cli_offers_probe():
     text = (BUNDLE / "references" / "probe-ladder.md").read_text()
     from _audit import ladder_rungs

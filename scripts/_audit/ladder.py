@@ -105,6 +105,9 @@ def judge_rung(rung: int, got: dict) -> str:
     where = (f"after {frames} frames, {steps} optimizer steps; {verdict['loss']} ({verdict['family']}), gamma {verdict['gamma']:.4g}, "
              f"{verdict['env']} over {got.get('leaves', '?')} probe leaf env(s) ({', '.join(got.get('leaf_types', []))})")
     checks = "; ".join(_fmt(c) for c in verdict["checks"])
+    if got.get("early") and verdict["ok"]:
+        return (f"{checks} {where}; passed early: at each of the judgments at {', '.join(str(f) for f in got['early'])} frames, "
+                f"steady (budget {budget})")
     if budget and frames < budget:
         raise CouldNotProbe(f"the script stopped after {frames} of the rung's {budget} frames ({how}"
                             f"{': ' + str(end.get('reason')) if end.get('reason') else ''}); a correct agent is only known to pass at "

@@ -127,20 +127,40 @@ def install(hub) -> None:
         finally:
             st["judging"] = False
 
-    def midpoint():
-        """One judgment at half the budget: the parent tells a rung still moving toward its
-        answer (maybe slow) from one stuck or moving away (wrong)."""
-        if st.get("mid_done") or CONFIG.get("trace") or hub.max_frames is None or hub.meta["frames"] < hub.max_frames // 2:
+    def interim():
+        """Judge every budget/JUDGE_EVERY frames once training started: the judgment at half the
+        budget goes to ``mid`` (the parent tells "still closing in" from "not closing in"), and a
+        rung that passed STABLE_JUDGMENTS times in a row with every value steady (each check's
+        spread at most half its tolerance) stops early: a correct fast learner need not run the
+        budget of the slowest known-good recipe. A value crossing the band on its way elsewhere
+        moves more than that between judgments."""
+        if CONFIG.get("trace") or hub.max_frames is None or not hub.meta["optimizer_steps"]:
             return
-        st["mid_done"] = True
+        every = max(1, hub.max_frames // lr.JUDGE_EVERY)
+        if hub.meta["frames"] < st.get("next_judgment", every):
+            return
+        st["next_judgment"] = hub.meta["frames"] + every
         st["judging"] = True
         try:
             verdict = ladder_judge.judge(rung, st)
-            sec["mid"] = {"frames": hub.meta["frames"], "got": [c.get("got") for c in verdict.get("checks", [])]}
         except Exception:  # the final judgment reports its own errors
-            pass
+            return
         finally:
             st["judging"] = False
+        got = [c.get("got") for c in verdict.get("checks", [])]
+        if "mid" not in sec and hub.meta["frames"] >= hub.max_frames // 2:
+            sec["mid"] = {"frames": hub.meta["frames"], "got": got}
+        history = st.setdefault("history", [])
+        history.append((hub.meta["frames"], verdict))
+        recent = history[-lr.STABLE_JUDGMENTS:]
+        if len(recent) == lr.STABLE_JUDGMENTS and all(v.get("ok") for _, v in recent) and _steady([v for _, v in recent]):
+            sec["verdict"] = verdict
+            sec["early"] = [f for f, _ in recent]
+            st["judged"] = True
+            sec["frames"], sec["optimizer_steps"] = hub.meta["frames"], hub.meta["optimizer_steps"]
+            sec["ends"] = sum(d.ends for d in st["dyn"])
+            hub.stop_reason = "rung-passed"
+            raise AuditStop("rung-passed")
 
     def judge_once():
         if st["judged"]:
@@ -171,7 +191,7 @@ def install(hub) -> None:
             raise
         if collecting:
             trace()
-            midpoint()
+            interim()
 
     hub.checkpoint = checkpoint
     hub.on("target_ended", judge_once)
@@ -191,6 +211,20 @@ def install(hub) -> None:
                     stop_unsupported(str(err))
 
     hub.on("env_reset", unsupported_guard)
+
+
+def _steady(verdicts: list) -> bool:
+    """Whether every numeric check moved at most half its tolerance (0.05 where it has none)
+    across ``verdicts`` (the same rung's judgments, oldest first)."""
+    for i, check in enumerate(verdicts[-1]["checks"]):
+        if check.get("info"):  # context (SAC's entropy term), not a known answer
+            continue
+        values = [v["checks"][i].get("got") for v in verdicts if i < len(v["checks"])]
+        if not all(isinstance(x, (int, float)) for x in values) or len(values) < len(verdicts):
+            return False
+        if max(values) - min(values) > check.get("tol", 0.1) / 2:
+            return False
+    return True
 
 
 def unsupported_collector(name: str) -> str | None:

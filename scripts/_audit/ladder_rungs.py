@@ -45,14 +45,16 @@ FAMILIES = {
 
 # Collected frames per rung and family (see the module docstring).
 FRAMES = {
-    "ppo": {1: 6144, 2: 6144, 3: 8192, 4: 8192, 5: 8192},
-    "dqn": {1: 2000, 2: 2000, 3: 3000, 4: 2000, 5: 3000},
-    "sac": {1: 1500, 2: 1500, 3: 2000, 4: 2000, 5: 2500},
-    "td3": {1: 1500, 2: 1500, 3: 2000, 4: 2000, 5: 2500},
-    "ddpg": {1: 1500, 2: 1500, 3: 2000, 4: 2000, 5: 2500},
+    "ppo": {1: 10240, 2: 12288, 3: 14336, 4: 14336, 5: 10240},
+    "dqn": {1: 1000, 2: 1500, 3: 3200, 4: 1000, 5: 1600},
+    "sac": {1: 1000, 2: 1500, 3: 2048, 4: 1000, 5: 1600},
+    "td3": {1: 1000, 2: 1500, 3: 1600, 4: 2600, 5: 2600},
+    "ddpg": {1: 1000, 2: 1500, 3: 1600, 4: 2600, 5: 2600},
 }
-DEFAULT_FRAMES = 8192
+DEFAULT_FRAMES = 14336
 
+JUDGE_EVERY = 16  # interim judgments per budget (ladder_child.interim)
+STABLE_JUDGMENTS = 3  # passed this many times in a row, steady: the rung passes early
 VALUE_TOL = 0.25  # |V - known| on rewards of magnitude 1
 ACTION_TOL = 0.25  # |a - best| / half-width, read as the reward the probe pays: >= 1 - ACTION_TOL**2
 SAMPLED_BEST = 0.6  # a stochastic discrete actor: share of sampled actions at the best one
