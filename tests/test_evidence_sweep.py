@@ -20,19 +20,12 @@ import pytest
 import skill_report as sr
 from conftest import SCRIPTS, load_module, script_id
 
-# script stem -> check names not declaring ``proves`` yet (scripts other helpers are converting).
+# script stem -> check names not declaring ``proves`` yet. audit_run's rows are the auditor's
+# detectors, which count their own evidence over the audited run (scripts/_audit/evidence.py:
+# a detector below its minimum evidence is a SKIP); they move here to proves= when that
+# count is handed to sr.evidence.
 UNDECLARED: dict[str, set[str]] = {
     'audit_run': {'acting-module', 'action-bounds', 'batched-layout', 'data-freshness', 'env-actions', 'env-seeding', 'episode-stats', 'exit', 'exploration', 'grad-flow', 'grad-norms', 'identical-workers', 'info:frames-per-second', 'info:observation-scale', 'info:update-to-data', 'learning-rate', 'llm-first-step-ratio', 'llm-kl-to-reference', 'llm-mask-coverage', 'llm-reward-variance', 'llm-zero-advantage-groups', 'non-finite', 'optimizer-coverage', 'policy-distribution', 'policy-update', 'prioritized-replay', 'replay-rows', 'reward-variety', 'run', 'target-network', 'time-limit', 'training', 'transforms', 'value-estimator', 'value-range', 'vector-autoreset'},
-    'check_torchrl_env': {'accelerator', 'backend:av', 'backend:dm_control', 'backend:gymnasium', 'backend:hydra-core', 'backend:lerobot', 'backend:moviepy', 'backend:mujoco', 'backend:pettingzoo', 'backend:ray', 'backend:sglang', 'backend:tensorboard', 'backend:torchcodec', 'backend:transformers', 'backend:vllm', 'backend:vmas', 'backend:wandb', 'cli:rlrender', 'cli:torchrl-render', 'compiled-extension', 'core:check_env_specs', 'core:pendulum-rollout', 'core:prioritized-replay', 'core:replay-buffer', 'core:step_mdp', 'core:tensordict-module', 'tensordict-in-torchrl-range', 'torch-matches-torchrl-build', 'torchrl-requirements', 'versions'},
-    'check_component_contracts': {'buffer:token-round-trip', 'hf:backend', 'hf:generation-keys', 'hf:grpo', 'loss:classic-ppo', 'loss:grpo', 'loss:sft-keys', 'rollouts:collector-protocol'},
-    'check_llm_wiring': {'llm-wiring:advantage', 'llm-wiring:behaviour-logprobs', 'llm-wiring:load', 'llm-wiring:loss-mask', 'llm-wiring:reference', 'llm-wiring:samples-per-prompt', 'llm-wiring:update'},
-    'check_vla_schema': {'vla:action-tokenizers', 'vla:schema-file', 'vla:schema-synthetic', 'vla:tinyvla-forward-backward'},
-    'post_training_metrics': {'metrics:csv-logger', 'metrics:fixed-batch', 'metrics:plot'},
-    'report_llm_backends': {'backend:lerobot', 'backend:sglang', 'backend:vllm'},
-    'smoke_llm_grpo': {'llm:chatenv-generate', 'llm:collector-replay', 'llm:grpo-loss', 'llm:logprob-recompute', 'llm:sft-loss', 'llm:tokenizer-template'},
-    'smoke_render': {'render:checkpoint', 'render:rlrender-frames', 'render:rlrender-jsonl', 'render:rlrender-mp4', 'render:rlrender-npz'},
-    'smoke_services': {'services:direct-lifecycle', 'services:process-lifecycle', 'services:python-executor', 'services:ray-registry'},
-    'trl_round_trips': {'trl:buffer-records', 'trl:sft-trainer-on-torchrl-buffer', 'trl:torchrl-grpo-hf-reward'},
 }
 
 # script stem -> {declared check: why no argument can empty its input}
@@ -51,6 +44,29 @@ FIXED_INPUT: dict[str, dict[str, str]] = {
                                               "but a layer is noisy or not whatever the batch"},
     "inspect_loss_keys": {f"keys:{name}": "reads the installed loss class and its own tiny batch; no argument empties it"
                           for name in ("ClipPPOLoss", "SACLoss", "DQNLoss")},
+    "check_component_contracts": {
+        "loss:sft-keys": "reads SFTLoss's key contract, not an input",
+        "hf:backend": "probes the installed transformers distribution, not an input",
+        "hf:generation-keys": "its own tiny Qwen2 model and prompts; no argument sizes them",
+        "hf:grpo": "its own tiny Qwen2 model and batch; no argument sizes them"},
+    "check_vla_schema": {"vla:schema-synthetic": "its own canonical batch and broken copy",
+                         "vla:action-tokenizers": "its own action batch", "vla:tinyvla-forward-backward": "its own TinyVLA and batch"},
+    "smoke_llm_grpo": {"llm:tokenizer-template": "its own tiny tokenizer and chat"},
+    "smoke_services": {name: "a service lifecycle of its own (processes, Ray): nothing to empty, and the sweep starts no process"
+                       for name in ("services:direct-lifecycle", "services:process-lifecycle", "services:python-executor",
+                                    "services:ray-registry")},
+    "trl_round_trips": {"trl:buffer-records": "its own records",
+                        "trl:sft-trainer-on-torchrl-buffer": "a training run of its own tiny model; --steps 0 is refused (exit 2)",
+                        "trl:torchrl-grpo-hf-reward": "a training run of its own tiny model; --steps 0 is refused (exit 2)"},
+    "post_training_metrics": {"metrics:csv-logger": "logs its own 3 synthetic steps; no argument sizes them"},
+    "check_torchrl_env": {
+        **{name: "reads the installed stack, not an input" for name in (
+            "versions", "tensordict-in-torchrl-range", "torchrl-requirements", "torch-matches-torchrl-build",
+            "compiled-extension", "accelerator")},
+        **{f"backend:{dist}": "probes an installed distribution, not an input" for dist in (
+            "gymnasium", "dm_control", "mujoco", "vmas", "pettingzoo", "ray", "vllm", "sglang", "transformers", "lerobot",
+            "av", "torchcodec", "moviepy", "tensorboard", "wandb", "hydra-core")},
+        **{f"cli:{cli}": "runs an installed console script's --help" for cli in ("rlrender", "torchrl-render")}},
     "check_ray_scaling": {"ray:installed": "probes the installed ray distribution, not an input",
                           "ray:replay-buffer": "its input is a Ray session, which the sweep does not start",
                           "ray:collector": "its input is a Ray session, which the sweep does not start"},
@@ -90,6 +106,7 @@ def _zero_env():
 # script stem -> {args attribute: "EMPTY_FILE" | "EMPTY_DIR"}: the input a mode reads, emptied
 DEGENERATE_ARGS: dict[str, dict[str, str]] = {
     "smoke_collector": {"diagnose": "EMPTY_FILE"},
+    "check_llm_wiring": {"target": "EMPTY_TARGET"},
     "smoke_replay_buffer": {"dumps": "EMPTY_DIR"},
     "check_provenance": {"provenance": "EMPTY_FILE"},
     "scan_api_drift": {"table": "EMPTY_FILE"},
@@ -102,8 +119,12 @@ def _degenerate_args(module, tmp_path):
     args = module.build_parser().parse_args([])
     for name, kind in DEGENERATE_ARGS.get(module.__name__, {}).items():
         path = tmp_path / f"degenerate_{name}"
-        path.mkdir() if kind == "EMPTY_DIR" else path.write_text("")
-        setattr(args, name, str(path))
+        if kind == "EMPTY_DIR":
+            path.mkdir()
+        else:
+            path = path.with_suffix(".py") if kind == "EMPTY_TARGET" else path
+            path.write_text("")
+        setattr(args, name, f"{path}:build" if kind == "EMPTY_TARGET" else str(path))
     for name, value in list(vars(args).items()):
         if isinstance(value, bool):
             continue
@@ -124,6 +145,7 @@ def _empty_target(tmp_path):
 
 def _degenerate_wiring():
     """The built-in PPO wiring's loss and estimator over a zero-length batch."""
+    load_module("objectives-and-training/check_loss_wiring")  # puts its private modules on sys.path
     import _loss_wiring
     from torchrl.objectives.value import GAE
 
@@ -152,6 +174,8 @@ def degenerate_namespace(module, tmp_path, cleanup) -> dict:
         "steps": lambda: 0, "time_limit_steps": lambda: 0, "expected_transforms": lambda: [], "wirings": lambda: [],
         "frames": lambda: 0, "batch_size": lambda: 0, "exported": lambda: [],
         "paths": lambda: [], "mapping": lambda: ({}, []), "claim": lambda: {},
+        "rows": lambda: [], "frames_per_batch": lambda: 0,
+        "tmp": lambda: str(tmp_path / "tmp"), "workdir": lambda: tmp_path,
         "selection": lambda: module.Selection(tmp_path, [], [], "degenerate") if hasattr(module, "Selection") else None,
         "loss": lambda: wiring()["loss"], "batch": lambda: wiring()["batch"], "estimator": lambda: wiring()["estimator"],
     }
@@ -175,16 +199,12 @@ def declared_checks(module) -> list:
 CHECK_SCRIPTS = [s for s in SCRIPTS if s.stem not in ("explain", "run_all_checks")]
 
 
-@pytest.mark.parametrize("script", CHECK_SCRIPTS, ids=script_id)
-def test_no_check_passes_on_empty_or_degenerate_input(script, tmp_path):
-    module = load_module(script)
-    checks = declared_checks(module)
-    undeclared = {c.name for c in checks if not c.proves}
-    assert undeclared == UNDECLARED.get(script.stem, set()), (
-        f"checks without proves= (declare them, and update UNDECLARED): {sorted(undeclared)}")
-    fixed = FIXED_INPUT.get(script.stem, {})
-    swept = [c for c in checks if c.proves and c.name not in fixed]
-    passed, report = [], sr.Report(str(script), json_mode=True, timeout=120)
+def degenerate_passes(module, tmp_path, stem: str) -> list[str]:
+    """Each declared check of ``module`` (but ``FIXED_INPUT[stem]``) that PASSes on degenerate
+    input: ``"name: detail (evidence n)"``; empty when none does."""
+    fixed = FIXED_INPUT.get(stem, {})
+    swept = [c for c in declared_checks(module) if c.proves and c.name not in fixed]
+    passed, report = [], sr.Report(f"{stem}.py", json_mode=True, timeout=120)
     with contextlib.ExitStack() as cleanup:
         namespace = degenerate_namespace(module, tmp_path, cleanup)
         for check in swept:
@@ -198,7 +218,42 @@ def test_no_check_passes_on_empty_or_degenerate_input(script, tmp_path):
             row = report.result(check.name)
             if row.status == "pass":
                 passed.append(f"{check.name}: {row.detail} (evidence {row.evidence})")
+    return passed
+
+
+@pytest.mark.parametrize("script", CHECK_SCRIPTS, ids=script_id)
+def test_no_check_passes_on_empty_or_degenerate_input(script, tmp_path):
+    module = load_module(script)
+    undeclared = {c.name for c in declared_checks(module) if not c.proves}
+    assert undeclared == UNDECLARED.get(script.stem, set()), (
+        f"checks without proves= (declare them, and update UNDECLARED): {sorted(undeclared)}")
+    passed = degenerate_passes(module, tmp_path, script.stem)
     assert not passed, "passed on degenerate input:\n" + "\n".join(passed)
+
+
+def test_the_sweep_finds_a_check_counting_what_it_did_not_check(tmp_path):
+    """Negative control of the sweep itself: a script whose check counts a fixed 8 rows passes
+    on a zero-length batch and is named; its twin counting the rows it read is not."""
+    import types
+
+    def build_parser():
+        parser = sr.make_parser("A broken script.", "python broken.py")
+        parser.add_argument("--batch-size", type=int, default=8)
+        return parser
+
+    def counts_fixed(batch_size):
+        sr.evidence(8, "rows")  # the defect: not the rows it read
+        return f"{batch_size} rows finite"
+
+    def counts_read(batch_size):
+        sr.evidence(batch_size, "rows")
+        return f"{batch_size} rows finite"
+
+    broken = types.ModuleType("broken_script")
+    broken.build_parser = build_parser
+    broken.CHECKS = [sr.Check("rows:fixed-count", counts_fixed, proves="every row is finite"),
+                     sr.Check("rows:read-count", counts_read, proves="every row is finite")]
+    assert [p.split(":", 2)[:2] for p in degenerate_passes(broken, tmp_path, "broken_script")] == [["rows", "fixed-count"]]
 
 
 def test_the_sweep_rejects_a_check_that_passes_on_nothing():
