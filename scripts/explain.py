@@ -16,9 +16,14 @@ batch-size mismatch) confirms no entry alone: its entries are listed as candidat
 with the traceback frame that tells it apart; given a whole traceback, the torchrl or
 tensordict function that raised (and your line that called it) is explained and ranks
 the entries. First, when the message names a torchrl/tensordict object (``'X' object has no attribute
-'y'``, ``X.__init__() got an unexpected keyword argument 'k'``), X's live attributes or
-signature closest to y/k and the bundle's rename rows for them. A name no public module
-exports (``ContinuousBox``) is found in the submodule that defines it.
+'y'``, ``X.__init__() got an unexpected keyword argument 'k'``, ``cannot import name 'X' from
+'torchrl.y'``), X's live attributes or signature closest to y/k and the bundle's rename rows
+for them. A name no public module exports (``ContinuousBox``) is found in the submodule that
+defines it. When no entry matches, the message is looked up where the installed torchrl or
+tensordict raise it (``_explain/sites.py``: file:line, the guarding ``if``, the public APIs
+that reach it, the entries at that site), or, under a torchrl/tensordict frame of a
+traceback, the call that torch/numpy/Python raised inside; then a reference quoting it. Each
+says it is derived, not a verified entry.
 Only the module holding the name is imported; Ray, vLLM and SGLang are not imported
 unless the name lives with them.
 """
@@ -42,8 +47,9 @@ EXIT_CODES = (
     "  0    every NAME was explained (a NAME whose module needs an optional dependency\n"
     "       that is not installed is a MISSING row naming it), or the error text confirms\n"
     "       an entry (a distinctive text, or a traceback frame the entry names), is a\n"
-    "       traceback through torchrl/tensordict (the function that raised is explained) or\n"
-    "       names a torchrl/tensordict object explain answers for\n"
+    "       traceback through torchrl/tensordict (the function that raised is explained),\n"
+    "       names a torchrl/tensordict object explain answers for, or is a message the\n"
+    "       installed torchrl/tensordict raise (its raising site) or a bundle reference quotes\n"
     "  1    a NAME is not in the installed library, or nothing answers the error text\n"
     "       (its row names the closest public names or entries), or the text is a generic\n"
     "       message (torch, tensordict or Python raise it for many callers) that no traceback\n"
