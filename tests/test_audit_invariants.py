@@ -215,3 +215,39 @@ def test_exploration_does_not_pass_on_a_policy_it_could_not_rerun():
     unchecked = {"kind": "Collector", "site": "train.py:9", "frames": 0, "equal": 0, "error": "RuntimeError: shape", "stochastic": True, "explorers": []}
     with pytest.raises(sr.CheckSkipped, match="policy not re-run"):
         d_exploration.judge({"sections": {d_exploration.NAME: {"sources": [unchecked], "modules": [], "frames": 500}}})
+
+
+def test_vec_norm_in_eval_mode_still_updates_its_statistics():
+    """benchmarks/third_party_audit.json: a2c_mujoco's test env (its own VecNorm, .eval()) is a
+    true finding of the transforms row, not a false FAIL: eval() does not freeze VecNorm."""
+    import warnings
+
+    from torchrl.envs import GymEnv, TransformedEnv, VecNorm
+
+    warnings.filterwarnings("ignore")
+    env = TransformedEnv(GymEnv("Pendulum-v1"), VecNorm(in_keys=["observation"]))
+    env.eval()
+    env.rollout(5)
+    before = env.transform._td.clone()
+    env.rollout(50)
+    assert not env.transform.training and not (env.transform._td == before).all()
+
+
+def test_coverage_names_a_loss_term_missing_from_backward_when_the_optimizer_holds_the_tensor():
+    import sys
+
+    import skill_report as sr
+    from conftest import BUNDLE
+
+    sys.path.insert(0, str(BUNDLE / "scripts"))
+    from _audit import d_optimizer_coverage as cov
+
+    opt = {"cls": "Adam", "steps": 400, "tensors": 22, "site": "crossq.py:124", "never_grad": ["CrossQLoss.log_alpha"],
+           "n_never_grad": 1, "never_grad_numel": 1}
+    loss = {"cls": "CrossQLoss", "site": "utils.py:9", "trainable": 22, "missing": [], "n_missing": 0, "missing_numel": 0}
+    with pytest.raises(sr.CheckFailed) as err:
+        cov.judge({"sections": {cov.NAME: {"optimizers": [opt], "losses": [loss]}}})
+    assert "not in the sum backward() is called on" in str(err.value) and "loss.parameters()" not in str(err.value)
+    opt["never_grad"] = ["ValueOperator.module.0.weight"]  # the user's module, whose copy the loss trains
+    with pytest.raises(sr.CheckFailed, match=r"optimize loss.parameters\(\)"):
+        cov.judge({"sections": {cov.NAME: {"optimizers": [opt], "losses": [loss]}}})

@@ -124,6 +124,21 @@ def _sites(optimizers: list[dict]) -> str:
     return ", ".join(dict.fromkeys(o.get("site", "?") for o in optimizers))
 
 
+def _owned_by_loss(names: list[str], sec: dict) -> bool:
+    """Whether every named tensor is a parameter of a loss module training called (named
+    ``"LossClass.attr..."`` from loss.named_parameters())."""
+    classes = {loss["cls"] for loss in sec.get("losses", [])}
+    return bool(names) and all(n.split(".", 1)[0] in classes for n in names)
+
+
+def _term_hint(names: list[str]) -> str:
+    if any(n.endswith(".log_alpha") for n in names):
+        return " (log_alpha is trained by the loss's alpha term, out['loss_alpha'] or loss.alpha_loss(...))"
+    if any(".actor_network_params." in n for n in names):
+        return " (the actor's tensors are trained by the actor term, out['loss_actor'] / out['loss_objective'])"
+    return ""
+
+
 def _cleared_before_step(obs: dict) -> str:
     """What grad-flow measured when gradients backward() wrote were cleared before step(),
     or "": the fix text then names the order, not the optimizer's tensors."""
@@ -158,6 +173,14 @@ def judge(obs: dict) -> str:
                 f"{o['cls']} #{i} stepped {o['steps']} times (at {o.get('site', '?')}) and holds {o['n_never_grad']} tensors with no gradient at "
                 f"its steps, although backward() wrote one: {cleared}; see the grad-flow row; fix: call zero_grad() before "
                 "backward(), in the order zero_grad(), backward(), step()")
+        elif o["n_never_grad"] and _owned_by_loss(o["never_grad"], sec):
+            # measured: the tensors are the loss's own and already in the optimizer, so the
+            # optimizer is not the cause; no backward() reached them
+            faults.append(
+                f"{o['cls']} #{i} stepped {o['steps']} times (at {o.get('site', '?')}) and holds {o['n_never_grad']} tensors ({o['never_grad_numel']} values) "
+                f"that never received a gradient: {_short(o['never_grad'])}; they are the loss's own parameters and this optimizer holds them, "
+                "so no backward() ever reached them: the loss term that trains them is not in the sum backward() is called on"
+                f"{_term_hint(o['never_grad'])}; fix: add that term to the total you call backward() on")
         elif o["n_never_grad"]:
             faults.append(
                 f"{o['cls']} #{i} stepped {o['steps']} times (at {o.get('site', '?')}) and holds {o['n_never_grad']} tensors ({o['never_grad_numel']} values) "

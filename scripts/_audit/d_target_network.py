@@ -17,7 +17,17 @@ rate: some optimizer that trains the loss (TD3 steps its updater with its delaye
 optimizer, torchrl's own TD3 script does). ``HardUpdate(value_network_update_interval=0)``
 copies on every call: the script schedules its copies itself, so any rate passes.
 
-Minimum evidence: MIN_STEPS optimizer steps touching the loss.
+Lag: on sampled optimizer steps (gradstats.sampled) it measures how far the target trails,
+in optimizer steps: its distance to the online weights (before this step's updater call)
+over the online weights' movement in that step. A SoftUpdate of coefficient tau (eps =
+1 - tau) implies about 1/tau steps at steady state, a HardUpdate copying every N+1 steps
+(N+2)/2 on average; the row states both. Fault: a measured lag under MIN_LAG steps (the
+target follows the online net almost at once: ``SoftUpdate(loss, eps=0.005)``, eps and tau
+swapped), whatever rate the updater is stepped at; a rate that matches proves nothing about
+the coefficient.
+
+Minimum evidence: MIN_STEPS optimizer steps touching the loss; MIN_LAGS lag measurements
+before the lag is judged (fewer: the pass says the lag was not measured).
 
 Facts (torchrl 0.14.1, torchrl/objectives/utils.py): ``HardUpdate.step`` copies on the call
 after its counter reaches the interval, so ``value_network_update_interval=N`` copies every
