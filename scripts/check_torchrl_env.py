@@ -136,6 +136,7 @@ def install_hint(dist: str) -> str:
 
 
 def check_versions(versions: dict) -> str:
+    sr.evidence(len(versions), "installed versions read")
     return ", ".join(f"{k} {v}" for k, v in versions.items())
 
 
@@ -145,6 +146,7 @@ def check_tensordict_range() -> str:
     torchrl's. A tensordict one line ahead (pip install --no-deps, or a later upgrade of
     tensordict alone) runs, so this row is where it is named with its fix."""
     found, trl = sr.installed_version("tensordict"), sr.installed_version("torchrl")
+    sr.evidence(found is not None and trl is not None, "installed pairs compared")
     ahead = sr.td_pairing(trl, found) == "ahead"
     why = f" (one line ahead of torchrl {trl}'s line)" if ahead else ""
     for req in torchrl_requirements():
@@ -187,6 +189,7 @@ def check_requirements() -> str:
     if faults:
         pins = " ".join(f"'{req.name}{req.specifier}'" for _, req in faults)
         raise sr.CheckFailed(f"torchrl {sr.installed_version('torchrl')} requires: {'; '.join(w for w, _ in faults)}; fix: pip install {pins}")
+    sr.evidence(len(found), "required packages in range")
     return f"torchrl's {len(found)} required packages installed in range: {', '.join(found)}"
 
 
@@ -205,6 +208,7 @@ def check_torch_build() -> str:
     bad = {_minor(v): why for v, why in fails.items()}
     which = f"torchrl {measured}" + ("" if measured == trl else f" (measured for its line; {trl} itself was not)")
     if have in ok:
+        sr.evidence(len(loads), "measured torch releases the extension loads with")
         return f"torch {torch.__version__}: {which}'s compiled extension loads with torch {', '.join(ok)} (measured)"
     if have not in bad:
         raise sr.CheckSkipped(f"torch {torch.__version__} was not measured with {which} (it loads with torch "
@@ -230,6 +234,7 @@ def check_extension() -> str:
             f"buffers will raise 'SumSegmentTreeFp32 is not available'; fix: {fix}, or build torchrl "
             "from source against this torch (pip install --no-build-isolation torchrl from a checkout)"
         ) from None
+    sr.evidence(1, "extensions loaded")
     return "torchrl._torchrl loaded"
 
 
@@ -244,6 +249,7 @@ def check_accelerator(args) -> str:
     else:
         parts.append("no GPU visible; running on CPU")
     parts.append(f"checks run on {args.device}")
+    sr.evidence(1, "devices read")
     return "; ".join(parts)
 
 
@@ -273,6 +279,7 @@ def verify_rollout(td, steps: int) -> str:
     sr.expect(("next", "step_count") in keys, 'rollout lacks ("next", "step_count"): StepCounter wrote nothing')
     counts = td["next", "step_count"].squeeze(-1).tolist()
     sr.expect(counts == list(range(1, steps + 1)), f"StepCounter wrote {counts}, expected 1..{steps}")
+    sr.evidence(td.batch_size.numel(), "rollout steps checked")
     return f'PendulumEnv+StepCounter rollout: batch [{steps}], ("next","reward") {list(td["next", "reward"].shape)}'
 
 
@@ -286,6 +293,7 @@ def check_specs(pendulum) -> str:
     from torchrl.envs.utils import check_env_specs
 
     check_env_specs(pendulum.env, seed=0)
+    sr.evidence(len(list(pendulum.env.full_observation_spec.keys(True, True))) * pendulum.env.batch_size.numel(), "observation spec leaves")
     return "check_env_specs(env) passed"
 
 
@@ -299,6 +307,7 @@ def check_replay_buffer(pendulum) -> str:
     sr.expect(len(rb) == td.shape[0], f"buffer holds {len(rb)} items after extend of {td.shape[0]}")
     sr.expect(sample.batch_size[0] == 4, f"sample batch {sample.batch_size}, expected [4]")
     sr.expect(("next", "reward") in sample.keys(True), 'sample lacks ("next", "reward")')
+    sr.evidence(len(rb), "items extended and counted")
     return f"TensorDictReplayBuffer: extended {len(rb)}, sampled {list(sample.batch_size)}"
 
 
@@ -322,6 +331,7 @@ def check_prioritized(pendulum) -> str:
     sr.expect("priority_weight" in sample.keys(), "prioritized sample lacks 'priority_weight'")
     share = (sample["index"] == idx[0]).float().mean().item()
     sr.expect(share > 0.9, f"after update_priority, item 0 drawn {share:.0%} of the time, expected > 90%")
+    sr.evidence(sample.batch_size.numel(), "draws after update_priority")
     return f"TensorDictPrioritizedReplayBuffer: update_priority -> item 0 drawn {share:.0%} of 64"
 
 
@@ -350,6 +360,7 @@ def check_module(pendulum) -> str:
     td = env.rollout(3, make_policy())
     sr.expect(td["action"].shape == torch.Size([3, 1]), f"policy action shape {td['action'].shape}, expected [3, 1]")
     sr.expect(env.action_spec.is_in(td["action"]), "policy actions fall outside env.action_spec")
+    sr.evidence(td.batch_size.numel(), "rollout steps driven")
     return 'TensorDictModule(in_keys=["th","thdot"], out_keys=["action"]) drove a rollout: "action" [3, 1]'
 
 
@@ -361,6 +372,7 @@ def check_step_mdp(pendulum) -> str:
     nxt = step_mdp(td[0])
     sr.expect(torch.equal(nxt["th"], td[0]["next", "th"]), 'step_mdp did not move ("next", "th") to "th"')
     sr.expect("next" not in nxt.keys(), "step_mdp output still holds 'next'")
+    sr.evidence(1, "steps moved")
     return 'step_mdp moved ("next","th") to "th" and dropped "next"'
 
 
@@ -409,24 +421,26 @@ def check_cli(name: str) -> str:
     path, proc = started
     _, err = proc.communicate(timeout=120)
     sr.expect(proc.returncode == 0, f"{name} --help exited {proc.returncode}: {err.strip()[-200:]}")
+    sr.evidence(1, "console scripts run")
     return f"{path} --help exited 0"
 
 
 CHECKS = [
-    sr.Check("versions", check_versions),
-    sr.Check("tensordict-in-torchrl-range", check_tensordict_range),
-    sr.Check("torchrl-requirements", check_requirements),
-    sr.Check("torch-matches-torchrl-build", check_torch_build),
-    sr.Check("compiled-extension", check_extension),
-    sr.Check("accelerator", check_accelerator),
-    sr.Check("core:pendulum-rollout", check_rollout, gives="pendulum"),
-    sr.Check("core:check_env_specs", check_specs),
-    sr.Check("core:replay-buffer", check_replay_buffer),
-    sr.Check("core:prioritized-replay", check_prioritized),
-    sr.Check("core:step_mdp", check_step_mdp),
-    sr.Check("core:tensordict-module", check_module),
-    *[sr.Check(f"backend:{dist}", functools.partial(check_backend, dist, module, purpose)) for dist, module, purpose in OPTIONAL_BACKENDS],
-    *[sr.Check(f"cli:{cli}", functools.partial(check_cli, cli), flag="check_cli") for cli in CLIS],
+    sr.Check("versions", check_versions, proves="the installed versions are read"),
+    sr.Check("tensordict-in-torchrl-range", check_tensordict_range, proves="the installed tensordict is in torchrl's declared range"),
+    sr.Check("torchrl-requirements", check_requirements, proves="every package torchrl requires is installed in range"),
+    sr.Check("torch-matches-torchrl-build", check_torch_build, proves="torchrl's compiled extension loads with the installed torch"),
+    sr.Check("compiled-extension", check_extension, proves="torchrl._torchrl loads"),
+    sr.Check("accelerator", check_accelerator, proves="the device the checks run on is read"),
+    sr.Check("core:pendulum-rollout", check_rollout, gives="pendulum", proves="every rollout step has its reward and step count"),
+    sr.Check("core:check_env_specs", check_specs, proves="check_env_specs passes on the env"),
+    sr.Check("core:replay-buffer", check_replay_buffer, proves="the buffer holds every extended step and samples them"),
+    sr.Check("core:prioritized-replay", check_prioritized, proves="update_priority concentrates the draws"),
+    sr.Check("core:step_mdp", check_step_mdp, proves='step_mdp moves ("next", key) to key'),
+    sr.Check("core:tensordict-module", check_module, proves="a TensorDictModule policy drives a rollout"),
+    *[sr.Check(f"backend:{dist}", functools.partial(check_backend, dist, module, purpose), proves=f"{dist} is importable")
+      for dist, module, purpose in OPTIONAL_BACKENDS],
+    *[sr.Check(f"cli:{cli}", functools.partial(check_cli, cli), flag="check_cli", proves=f"{cli} --help exits 0") for cli in CLIS],
 ]
 
 

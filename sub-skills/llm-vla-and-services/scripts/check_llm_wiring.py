@@ -52,8 +52,9 @@ def check_load(args):
         import _llm_wiring_example as ex
 
         value = ex.wiring() if args.example == "history" else ex.mode_wiring(args.example)
-        return sr.Passed(f"bundled known-good GRPO wiring, input_mode={args.example!r} (scripts/_llm_wiring_example.py)",
-                         parts.read_wiring(value, "_llm_wiring_example"))
+        wiring = parts.read_wiring(value, "_llm_wiring_example")
+        sr.evidence(wiring.rollout.batch_size[0], "rollout rows")
+        return sr.Passed(f"bundled known-good GRPO wiring, input_mode={args.example!r} (scripts/_llm_wiring_example.py)", wiring)
     target = _user_code.parse_target(args.target, form="FILE.py:function or package.module:function")
     fn = _user_code.load_attr(target)
     if not callable(fn):
@@ -67,6 +68,7 @@ def check_load(args):
         raise sr.CheckFailed(f"{call} raised {sr.first_line(err)} (at {_user_code.error_site(err)}); fix that line, then rerun") from None
     wiring = parts.read_wiring(value, call)
     sr.expect(wiring.rollout.batch_size[0] > 0, f"{call}: the rollout has 0 rows: nothing to check; return the batch the loss is called on")
+    sr.evidence(wiring.rollout.batch_size[0], "rollout rows")
     return sr.Passed(f"{call}: {type(wiring.policy).__name__} policy, {type(wiring.loss).__name__}, "
                      f"rollout of {wiring.rollout.batch_size[0]} rows", wiring)
 
@@ -116,6 +118,7 @@ def check_behaviour_logprobs(wiring):
     ratio, at = parts.step0_ratio(wiring)
     sr.expect(ratio <= parts.ATOL, f"{type(wiring.loss).__name__}'s own log-ratio at step 0 reaches {ratio:.3g} at {at}: the loss "
                              "recomputes other log-probs than the stored ones there, so the first update is biased")
+    sr.evidence(count, "response tokens compared")
     return (f"stored {key} equal a forward of {type(model).__name__} on the same tokens over {count} response tokens in "
             f"{len(tokens)} rows (max |diff| {worst:.1e}, from {spans[0][0].source}); {type(wiring.loss).__name__}'s "
             f"log-ratio at step 0 is at most {ratio:.1e} over its mask (ratio 1)")
@@ -157,6 +160,7 @@ def check_loss_mask(wiring):
                           "('history', 'full')), or 'sft' with the generation's ('tokens', 'prompt') kept; for assistant masks, a "
                           "chat template whose {% generation %} markers wrap the message content only")
     note = f"; the generated end-of-turn token is outside the mask in {eos_left} rows (its stop decision is not trained)" if eos_left else ""
+    sr.evidence(counted, "response tokens the mask covers")
     return (f"{what} masks exactly the {counted} response tokens of "
             f"{len(rows)} rows (from {spans[0][0].source}): no prompt token, no padding{note}")
 
@@ -203,6 +207,7 @@ def check_advantage(wiring):
     sr.expect(not bad, f"advantage is not normalised within each prompt's group: {'; '.join(bad[:3])}{whole}; "
                        "fix: (r - group mean) / group std per prompt, as MCAdvantage(grpo_size=N) writes it")
     note = f"; {flat} groups have all-equal rewards (zero advantage: no learning signal from them)" if flat else ""
+    sr.evidence(adv.numel(), "sequence advantages checked")
     return f"one advantage per sequence, shape [{adv.numel()}, 1, 1]; mean 0 and std 1 within each of {len(groups)} prompt groups{note}"
 
 
@@ -257,6 +262,7 @@ def check_update(wiring):
     reached = ", ".join(w for w, ns in _layer_parts(should).items() if ns) or "no named embedding/layer-0 tensors"
     engine = "" if parts.model_of(wiring.policy) is not None else (
         f"; {type(wiring.policy).__name__} serves its own copy of the weights: their sync after the update is not checked")
+    sr.evidence(len(should), "trainable tensors moved")
     return (f"one {type(opt).__name__} step on {type(wiring.loss).__name__} moved all {len(should)} trainable tensors of the "
             f"policy's {type(model).__name__} ({reached}) and none of {len(frozen)} frozen; weights and optimizer restored{engine}")
 
@@ -285,6 +291,7 @@ def check_reference(wiring):
     sr.expect(not diffs, f"the reference's tokenizer differs from the policy's in {', '.join(diffs)}: its log-probs are of other "
                          "tokens; fix: pass the policy's tokenizer to the reference wrapper")
     if not coeff:
+        sr.evidence(sum(1 for _ in ref_model.parameters()), "reference tensors checked frozen and unshared")
         return "reference frozen, own weights, same tokenizer; the loss has no kl_to_ref_coeff, so no stored log-probs to align"
     key = wiring.loss.tensor_keys.ref_log_probs
     stored = parts.token_rows(wiring.rollout, key)
@@ -296,6 +303,7 @@ def check_reference(wiring):
                          f"{parts.no_response_tokens(wiring.rollout, wiring.policy.tokenizer)}")
     sr.expect(worst <= parts.ATOL, f"stored {key} differ from a forward of the reference on the batch's tokens by up to {worst:.3g} "
                              f"at {where}: the KL compares misaligned tokens")
+    sr.evidence(count, "response tokens compared with the reference")
     return (f"reference frozen ({sum(1 for _ in ref_model.parameters())} tensors), own weights, same tokenizer/padding side/template; "
             f"stored {key} equal its forward on the policy's tokens over {count} response tokens (max |diff| {worst:.1e})")
 
@@ -317,17 +325,20 @@ def check_samples(wiring):
     sr.expect(not wrong, f"prompts have {sorted(set(sizes))} rows each, not {asked}: (rows per prompt: {sizes[:8]}); a wrapper "
                          f"with num_samples={getattr(wiring.policy, 'num_samples', None)} samples that many per row on top of "
                          "any repeats; fix: repeat prompts or set num_samples, not both")
+    sr.evidence(sum(sizes), "rows counted per prompt")
     return f"{len(sizes)} prompts x {asked} samples = {sum(sizes)} rows; the loss's actor has num_samples={actor_n}"
 
 
 CHECKS = [
-    sr.Check("llm-wiring:load", check_load, gives="wiring"),
-    sr.Check("llm-wiring:behaviour-logprobs", check_behaviour_logprobs),
-    sr.Check("llm-wiring:loss-mask", check_loss_mask),
-    sr.Check("llm-wiring:advantage", check_advantage),
-    sr.Check("llm-wiring:update", check_update),
-    sr.Check("llm-wiring:reference", check_reference),
-    sr.Check("llm-wiring:samples-per-prompt", check_samples),
+    sr.Check("llm-wiring:load", check_load, gives="wiring", proves="TARGET builds the policy, loss and rollout"),
+    sr.Check("llm-wiring:behaviour-logprobs", check_behaviour_logprobs,
+             proves="the stored log-probs equal a forward of the trained model on every response token"),
+    sr.Check("llm-wiring:loss-mask", check_loss_mask, proves="the loss's mask covers exactly the response tokens"),
+    sr.Check("llm-wiring:advantage", check_advantage, proves="one advantage per sequence, normalised within each prompt's group"),
+    sr.Check("llm-wiring:update", check_update, proves="one update moves every trainable tensor and no frozen one"),
+    sr.Check("llm-wiring:reference", check_reference,
+             proves="the reference is frozen, unshared, same-tokenizer, and its stored log-probs are aligned"),
+    sr.Check("llm-wiring:samples-per-prompt", check_samples, proves="every prompt has the asked number of samples"),
 ]
 
 

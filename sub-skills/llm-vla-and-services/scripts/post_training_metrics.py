@@ -351,6 +351,7 @@ def check_fixed_batch(batch=None, expected=None, current_version=6) -> str:
     got = compute_metrics(batch, current_version=current_version)
     bad = [f"{k}: got {got.get(k)!r}, expected {v!r}" for k, v in expected.items() if k not in got or abs(got[k] - v) > 1e-6]
     sr.expect(not bad, "metrics differ from hand-computed values: " + "; ".join(bad))
+    sr.evidence(len(expected), "metrics compared with hand-computed values")
     return f"{len(expected)} metrics match hand values (reward mean 0.25, k3 KL {expected['kl/k3_mean']:.4f}, lag max 3)"
 
 
@@ -380,6 +381,7 @@ def check_csv_round_trip(tmp: str, args) -> str:
     sr.expect(values[2] > values[0], f"reward/seq_mean did not follow the logged drift: {values}")
     backends = ", ".join(type(lg).__name__ for lg in logger.loggers)
     skipped = f"; skipped {logger.skipped}" if logger.skipped else ""
+    sr.evidence(len(steps), "logged steps read back")
     return f"3 steps logged via {backends}; read back {logger.csv_dir.name}/scalars/reward/seq_mean.csv{skipped}"
 
 
@@ -391,13 +393,14 @@ def check_plot(args, tmp: str) -> str:
         csv_dir = synthetic_run(Path(tmp) / "plot", max(args.steps, 2)).csv_dir
     out = plot_run(csv_dir, args.plot)
     sr.expect(out.is_file() and out.stat().st_size > 1000, f"plot {out} was not written")
+    sr.evidence(int(out.is_file()), "plots written")
     return f"wrote {out} ({out.stat().st_size} bytes) from {csv_dir}"
 
 
 CHECKS = [
-    sr.Check("metrics:fixed-batch", check_fixed_batch),
-    sr.Check("metrics:csv-logger", check_csv_round_trip),
-    sr.Check("metrics:plot", check_plot, flag="plot"),
+    sr.Check("metrics:fixed-batch", check_fixed_batch, proves="every metric of the fixed batch equals its hand-computed value"),
+    sr.Check("metrics:csv-logger", check_csv_round_trip, proves="every logged step reads back from the CSV logger with its value"),
+    sr.Check("metrics:plot", check_plot, flag="plot", proves="the metrics plot is written"),
 ]
 
 

@@ -75,9 +75,10 @@ def probe_lerobot() -> str:
 
 
 CHECKS = [
-    sr.Check("backend:vllm", probe_vllm),
-    sr.Check("backend:sglang", probe_sglang),
-    sr.Check("backend:lerobot", probe_lerobot),
+    # these rows never pass: a backend found here is a SKIP pointing at the script that runs it
+    sr.Check("backend:vllm", probe_vllm, proves="vLLM runs here (check_vllm.py proves it)"),
+    sr.Check("backend:sglang", probe_sglang, proves="SGLang runs here"),
+    sr.Check("backend:lerobot", probe_lerobot, proves="LeRobot runs here"),
 ]
 
 
