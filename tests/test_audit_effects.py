@@ -206,6 +206,7 @@ NOTHING_TO_MEASURE = {"dqn.py": {"action-bounds", "policy-distribution", "policy
                       "ppo.py": {"replay-rows"}}  # replay-rows: PPO's buffer of one batch is written whole each time
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", sorted(SILENT))
 def test_effect_monitors_stay_silent_on_correct_reference_scripts(script):
     code, got = audit(str(REFERENCE / script), *SILENT[script])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from conftest import BUNDLE, SCRIPTS, load_module, run_python
 
 BUDGET = BUNDLE / "benchmarks" / "check_budget.py"
@@ -21,6 +22,7 @@ def test_bad_repeat_exits_2():
     assert proc.returncode == 2 and "--repeat" in proc.stderr
 
 
+@pytest.mark.slow
 def test_one_script_side_by_side_with_the_bare_import(tmp_path):
     # one round: bare import and check_torchrl_env.py, each a fresh process; exit 0 or 1
     # depends on the machine's load, so only the report's shape is asserted

@@ -46,6 +46,7 @@ def _by_name(report: dict) -> dict:
     return {c["name"]: c for c in report["checks"]}
 
 
+@pytest.mark.slow
 def test_verified_stack_passes_the_acceptance_rows(tmp_path):
     proc = run_python([str(SCRIPT), "--json", "--steps", "4"], cwd=tmp_path, warm=True)
     assert proc.returncode == 0, proc.stderr
@@ -70,6 +71,7 @@ def test_checks_are_declared_once():
     assert sr.validate_declared(env_check.CHECKS, {"args", "versions"}) == []
 
 
+@pytest.mark.slow
 def test_check_cli_finds_console_scripts(tmp_path):
     proc = run_python([str(SCRIPT), "--json", "--check-cli"], cwd=tmp_path, warm=True)
     rows = _by_name(json.loads(proc.stdout))
@@ -99,6 +101,7 @@ def test_console_scripts_run_side_by_side_and_none_outlives_its_row(tmp_path, mo
     assert sr.leftover_processes(before, grace=5.0) == {} and env_check._CLI_RUNS == {}
 
 
+@pytest.mark.slow
 def test_broken_extension_fails_naming_symbol_and_fix(tmp_path):
     proc = run_python(["-c", BREAK_EXTENSION, str(SCRIPT), "--json"], cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
@@ -111,6 +114,7 @@ def test_broken_extension_fails_naming_symbol_and_fix(tmp_path):
     assert "SumSegmentTreeFp32 is not available" in rows["core:prioritized-replay"]["detail"]
 
 
+@pytest.mark.slow
 def test_missing_required_dependency_fails_naming_it_and_the_pip_command(run_without, tmp_path):
     # hoptorch is a required dependency of torchrl 0.14.1 that `import torchrl` does not
     # need: a --no-deps install leaves it out silently.
@@ -131,6 +135,7 @@ def test_requirement_outside_its_range_fails(monkeypatch):
         env_check.check_requirements()
 
 
+@pytest.mark.slow
 def test_missing_packaging_exits_2_in_one_line(run_without, tmp_path):
     # torchrl imports packaging at import time (torchrl/_utils.py): the stack probe says so.
     proc = run_without(["packaging"], [str(SCRIPT)], cwd=tmp_path)
@@ -312,6 +317,7 @@ def test_install_hint_never_offers_an_extra_that_downgrades():
         assert "torchrl[vla] installs it only where python_version >= \"3.12\"" in env_check.install_hint("lerobot")
 
 
+@pytest.mark.slow
 def test_unusable_device_exits_2(tmp_path):
     proc = run_python([str(SCRIPT), "--device", "cuda:7"], cwd=tmp_path, warm=True)
     assert proc.returncode == 2

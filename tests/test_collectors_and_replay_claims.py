@@ -11,9 +11,11 @@ from __future__ import annotations
 import inspect
 import json
 
+import pytest
 from conftest import FIXTURES, run_python
 
 
+@pytest.mark.slow
 def test_multisync_default_stacks_workers_and_cat0_concatenates():
     from torchrl.collectors import MultiSyncCollector
 
@@ -50,6 +52,7 @@ def test_batched_env_batches_round_frames_up():
             collector.shutdown()
 
 
+@pytest.mark.slow
 def test_workers_spawn_unless_a_start_method_was_set():
     """collectors.md#worker-processes: torchrl 0.14.1 starts collector and ParallelEnv workers
     with spawn unless the program set a start method (then that one). Read in fresh

@@ -201,6 +201,7 @@ def test_api_change_row_that_still_exists_is_rejected(monkeypatch):
     assert "still exists" in text and "does not resolve" in text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "check, needle",
     [

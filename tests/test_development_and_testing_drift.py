@@ -352,6 +352,7 @@ def test_reference_table_matches_json(table):
     assert md[start:end] == _api_table.render_markdown(table), "regenerate the block with _api_table.render_markdown()"
 
 
+@pytest.mark.slow
 def test_live_rules_report_nothing_on_the_bundles_own_code(table):
     """No false positive of the live rules (keywords, overrides, class attributes) on the
     bundle's scripts and tests, which run on the verified stack (broken fixtures aside)."""

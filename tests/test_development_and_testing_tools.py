@@ -240,6 +240,7 @@ def test_provenance_checkout_commit(tmp_path):
         check_provenance.checkout_commit(tmp_path, claim)
 
 
+@pytest.mark.slow
 def test_unmarked_cuda_test_never_runs_under_either_ci_filter(tmp_path):
     """What the gpu-marker policy prevents, with real pytest: a CUDA-gated test without the
     marker is skipped by the CPU job (-m "not gpu") and deselected by the GPU job (-m gpu)."""

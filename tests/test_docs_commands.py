@@ -270,6 +270,7 @@ def test_default_runs_are_the_contracts_runs():
     assert outside == [], f"documented default runs of scripts the contract does not run: {outside}"
 
 
+@pytest.mark.slow
 def test_explain_commands_succeed(project):
     failed = []
     for command in EXPLAIN:

@@ -291,6 +291,7 @@ def interrupt_when_ready(proc: subprocess.Popen, marker: Path, limit: float = 30
     return proc.returncode, out, err, children
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["hang_in_factory", "hang_in_step"])
 def test_ctrl_c_exits_130_with_one_line(name, tmp_path):
     marker = tmp_path / "hanging"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import sys
 
+import pytest
 from conftest import FIXTURES, load_module
 
 import _error_index
@@ -123,6 +124,7 @@ def test_every_other_signature_occurs_in_a_real_error():
         assert checker.diagnose(text) == cause, (signature, text)
 
 
+@pytest.mark.slow
 def test_parallel_env_pickles_local_factories():
     """torchrl 0.14.1: ParallelEnv (spawn) runs a factory defined inside a function (sent with
     cloudpickle); a lambda is wrapped in EnvCreator with a warning."""

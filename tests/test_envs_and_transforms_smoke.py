@@ -20,7 +20,8 @@ smoke = load_module(SCRIPT)
          ["backend:gymnasium", "rollout:transformed", "specs:check_env_specs", "batched:rollout", "specs:check_env_specs-batched"],
          {"batched:rollout": "SerialEnv(3)", "specs:check_env_specs-batched": "batch [3]"}),
         (("--env", "gym:Pendulum-v1", "--steps", "5", "--check-specs"), ["rollout:transformed", "specs:check_env_specs"], {}),
-        (("--batched", "parallel", "--num-envs", "2", "--steps", "3"), ["batched:rollout"], {"batched:rollout": "ParallelEnv(2)"}),
+        pytest.param(("--batched", "parallel", "--num-envs", "2", "--steps", "3"), ["batched:rollout"],
+                     {"batched:rollout": "ParallelEnv(2)"}, marks=pytest.mark.slow),  # spawned workers
     ],
     ids=["pendulum-default", "cartpole-serial", "gym-pendulum", "pendulum-parallel"],
 )

@@ -119,6 +119,7 @@ def test_every_error_entry_has_a_trigger_or_a_reason(capsys):
     assert wrong == [] and absent == [], wrong + absent
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("entry", PROVEN, ids=lambda e: e.id)
 def test_trigger_raises_the_real_error_and_the_index_ranks_it_first(entry):
     """The real error (its whole traceback) confirms the entry and ranks it first

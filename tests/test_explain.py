@@ -214,6 +214,7 @@ def test_methods_a_class_adds_are_listed_from_the_live_class():
     assert "methods it adds: freeze(), unfreeze(), frozen_copy()" in text and "methods it adds" not in lines("GymEnv")
 
 
+@pytest.mark.slow
 def test_collector_num_collectors_alone_builds_the_async_multi_collector():
     from torchrl.collectors import Collector
     from torchrl.testing.mocking_classes import ContinuousActionVecMockEnv
@@ -378,6 +379,7 @@ def test_error_from_stdin():
     assert proc.returncode == 0 and "pad-output-true-incompatible-strict-length" in proc.stdout
 
 
+@pytest.mark.slow
 def test_cli_keeps_optional_backends_out():
     """A fresh explain of ClipPPOLoss imports no Ray (torchrl.data imports it when installed)."""
     # read at exit: the script ends through skill_report._exit_now, which runs atexit handlers

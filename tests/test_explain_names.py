@@ -13,6 +13,7 @@ import importlib
 import importlib.util
 import warnings
 
+import pytest
 from conftest import BUNDLE, load_module, rows, run_main, run_python
 
 from _explain import index
@@ -95,6 +96,7 @@ def test_reading_the_index_imports_nothing():
     assert proc.returncode == 0 and int(count) > 1400 and bad.strip() == "[]", proc.stderr[-800:]
 
 
+@pytest.mark.slow
 def test_every_public_name_of_every_module_resolves_and_explains(capsys):
     """Every ``module.name`` of every public module: resolved to the very object the imported
     module holds; its module needing an absent optional dependency is "needs X" (never "not
@@ -152,6 +154,7 @@ def test_every_short_name_resolves():
     assert lost == [], lost[:20]
 
 
+@pytest.mark.slow
 def test_raycollector_is_found_from_a_fresh_cli():
     """The command scaling-with-ray.md gives: exit 0, the import line, Ray's own module."""
     proc = run_python([str(BUNDLE / "scripts" / "explain.py"), "RayCollector", "--json"], timeout=300)

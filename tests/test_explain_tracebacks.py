@@ -170,6 +170,7 @@ def _library_sources() -> str:
                      for p in index.package_dir(top).rglob("*.py"))
 
 
+@pytest.mark.slow
 def test_generic_messages_are_raised_for_many_callers():
     """Each generic text is what the index says: raised inside its function of the installed
     tensordict, which torchrl and tensordict call from 3 or more places (``called_as``); or
@@ -224,6 +225,7 @@ def test_frames_are_read_from_cpython_and_pytest_tracebacks():
     assert hits[0].entry.id == "key-missing-from-reset" and hits[0].confirmed
 
 
+@pytest.mark.slow
 def test_the_cli_reads_a_traceback_from_stdin(tmp_path):
     import subprocess
 

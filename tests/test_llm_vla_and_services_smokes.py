@@ -221,6 +221,7 @@ def _interpreter_scripts() -> set[str]:
     return out
 
 
+@pytest.mark.slow
 def test_services_ray_registry_for_real_leaves_nothing(unix_sockets, monkeypatch):
     """Was: a tmpXXXX.py left in the system temp folder by the Ray actor's interpreter, and
     Ray's session folder in its default temp folder."""

@@ -570,6 +570,7 @@ def test_4112_sparse_masked_mode_is_an_action_index():
     assert MaskedOneHotCategorical(logits=logits, indices=idx).mode.tolist() == [0, 0, 1, 0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("share_params", [True, False])
 def test_2902_export_unshared_multiagent_mlp(share_params):
     from torchrl.modules import MultiAgentMLP
@@ -896,6 +897,7 @@ def _table_problems(path, min_rows=MIN_ROWS, min_verified=MIN_VERIFIED):
     return problems
 
 
+@pytest.mark.slow
 def test_public_reports_table():
     assert _table_problems(TABLE) == []
 

@@ -11,6 +11,7 @@ import json
 import re
 import sys
 
+import pytest
 from conftest import BUNDLE
 from packaging.requirements import Requirement
 
@@ -75,6 +76,7 @@ def test_extras_that_surprise():
     assert [e for e, pkgs in extras.items() if "av" in pkgs] == []
 
 
+@pytest.mark.slow
 def test_llm_weight_update_imports_requests(run_without):
     proc = run_without(["requests"], ["-c", "import torchrl.weight_update.llm"])
     assert proc.returncode == 1 and "ModuleNotFoundError: No module named 'requests'" in proc.stderr, proc.stderr[-1500:]
@@ -95,6 +97,7 @@ def test_gymenv_runs_cartpole_and_pendulum():
         env.close()
 
 
+@pytest.mark.slow
 def test_gymenv_without_gymnasium_raises_module_not_found(run_without):
     code = "from torchrl.envs import GymEnv\nGymEnv('CartPole-v1')"
     proc = run_without(["gymnasium", "gym"], ["-c", code])

@@ -18,6 +18,7 @@ def test_report_schema_is_a_valid_json_schema():
     jsonschema.Draft202012Validator.check_schema(SCHEMA)
 
 
+@pytest.mark.slow
 def test_full_run_covers_every_script_and_passes(tmp_path):
     # under pytest's 600 s limit, so a hang fails here with the runner's own output
     proc = run_python([str(RUNNER), "--json"], cwd=tmp_path, timeout=570, warm=True)

@@ -136,6 +136,7 @@ def _checker_json(target: str, cwd: Path | None = None) -> tuple[int, dict]:
     return proc.returncode, rows(json.loads(proc.stdout))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("form", ["file", "module"])
 def test_parallel_env_with_the_factory_in_the_users_file_passes(form):
     """The reproduction of defect 5, run as a user runs it: every check passes (or is skipped
@@ -160,6 +161,7 @@ def test_worker_that_cannot_import_user_code_is_a_loading_row():
     assert env_rows and all(s == "skip" and "target:build" in d for s, d in env_rows.values()), env_rows
 
 
+@pytest.mark.slow
 def test_worker_import_failure_is_also_caught_by_its_effect(monkeypatch):
     """With the static probe blind (it returns nothing), the workers really start and die;
     the build row quotes the worker's own error line and still calls it a loading problem."""
@@ -175,6 +177,7 @@ def test_worker_import_failure_is_also_caught_by_its_effect(monkeypatch):
     assert all(v[0] == "skip" for k, v in st.items() if k.startswith("env:")), st
 
 
+@pytest.mark.slow
 def test_ray_workers_import_user_code_by_the_same_name(tmp_path):
     """Ray workers inherit the driver's environment, not its sys.path: PYTHONPATH carries
     the user's folder and the shim folder to them (a real local Ray, one CPU)."""

@@ -74,6 +74,7 @@ def test_a_timeout_kills_the_forked_process_group(tmp_path):
         run_python([str(script)], timeout=2, warm=True, cwd=tmp_path)
 
 
+@pytest.mark.slow
 def test_the_auditor_gives_the_same_rows_from_a_warm_child(tmp_path, monkeypatch):
     # a fixture with failing and passing rows: env-seeding's re-seeding env
     from _audit import runner
@@ -107,6 +108,7 @@ print("STARTED " + json.dumps([type(s).__name__ for s in started]))
 """
 
 
+@pytest.mark.slow
 def test_the_runner_forking_its_own_child_gives_the_same_rows():
     # run_all_checks.py's workers start the auditor's child with _audit.runner.fork_child
     from conftest import BUNDLE
