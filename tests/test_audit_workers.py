@@ -21,7 +21,6 @@ import pytest
 from conftest import BUNDLE, FIXTURES, load_module, rows, run_main
 
 TRAIN = FIXTURES / "audit" / "workers" / "train.py"
-pytestmark = pytest.mark.slow
 
 
 @functools.lru_cache(maxsize=None)
@@ -35,6 +34,7 @@ def _instrumented(run_row: str, method: str) -> None:
     assert "not instrumented" not in run_row, run_row
 
 
+@pytest.mark.slow  # real audits with spawned or forked workers
 @pytest.mark.parametrize("variant, method", [("parallel", "spawn"), ("parallel-fork", "fork")])
 def test_a_transform_dropped_inside_parallel_env_workers_is_seen(variant, method):
     code, got = audit(variant)
@@ -50,6 +50,7 @@ def test_a_transform_dropped_inside_parallel_env_workers_is_seen(variant, method
     assert "ParallelEnv built at train.py:" in got["identical-workers"][1] and ": 1 distinct first resets for 2 workers" in got["identical-workers"][1]
 
 
+@pytest.mark.slow  # real audits with spawned or forked workers
 def test_a_transform_dropped_inside_workers_that_step_through_private_step_is_seen():
     # ParallelEnv(use_buffers=False): a worker calls env._step on the script's own env class,
     # which the audited process cannot wrap (it is pickled by value); the worker wraps it
@@ -59,6 +60,7 @@ def test_a_transform_dropped_inside_workers_that_step_through_private_step_is_se
     assert status == "fail" and "in make_env_dropping was never stepped, while its base Reach was stepped 200 times" in detail, detail
 
 
+@pytest.mark.slow  # real audits with spawned or forked workers
 def test_parallel_env_workers_with_the_transform_kept_and_seeded_pass():
     code, got = audit("parallel-fixed")
     _instrumented(got["run"][1], "spawn")
@@ -68,6 +70,7 @@ def test_parallel_env_workers_with_the_transform_kept_and_seeded_pass():
     assert status == "pass" and "ParallelEnv built at train.py:" in detail and ": 2 distinct first resets for 2 workers" in detail, detail
 
 
+@pytest.mark.slow  # real audits with spawned or forked workers
 def test_multi_sync_collector_workers_starting_alike_are_seen_and_nothing_is_left_behind(tmp_path):
     # a real auditor process, its temporary folder in tmp_path: checked empty afterwards
     env = {**os.environ, "TMPDIR": str(tmp_path), "CUDA_VISIBLE_DEVICES": ""}
