@@ -97,13 +97,17 @@ def run_part(py: Path, part: str, limit: float, scratch: Path) -> dict:
             "seconds": seconds}
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path("gpu_engines.json"), help="the JSON result (default: %(default)s)")
     parser.add_argument("--venvs", type=Path, default=Path("/work/venvs"), help="where the engine venvs go")
     parser.add_argument("--budget", type=float, default=600.0, help="seconds for all parts together (default: 600)")
     parser.add_argument("--parts", nargs="+", choices=list(SHARE), default=list(SHARE))
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
     gpus = cuda_devices()
     if gpus == 0:
         print("gpu_engines.py: no CUDA GPU visible (torch.cuda.device_count() == 0); run it on a machine with one",
