@@ -70,12 +70,21 @@ def extract_extension(wheel: Path, into: Path) -> Path:
     return dest / names[0]
 
 
-def torch_only(wheel: Path, into: Path) -> Path:
-    """A torch wheel installed alone (``--no-deps --target``) under ``into/<wheel stem>``."""
+def torch_only(wheel: Path, into: Path, extras: tuple[Path, ...] = ()) -> Path:
+    """A torch wheel installed alone (``--no-deps --target``) under ``into/<wheel stem>``.
+    ``PIP_CONSTRAINT=/dev/null``: a pip configuration's constraints file capping torch (for
+    the venvs' installs) must not refuse the one release being measured, alone, here.
+    ``extras``: wheels layered with it where the base's differ from what this torch pins
+    (torch 2.15.0 needs nvidia-nvshmem-cu13 3.7.2 over the verified stack's 3.4.5: without it
+    any extension load fails on an nvshmem symbol, a fault of the layering, not of torchrl)."""
     dest = into / wheel.stem
-    if not (dest / "torch" / "__init__.py").exists():
+    for one in (wheel, *extras):
+        done = dest / (one.name.split("-")[0] + "-" + one.name.split("-")[1] + ".dist-info")
+        if one is wheel and (dest / "torch" / "__init__.py").exists() or one is not wheel and done.exists():
+            continue
         subprocess.run([os.environ.get("PYTHON", "python"), "-m", "pip", "install", "-q", "--no-deps", "--no-compile",
-                        "--target", str(dest), str(wheel)], check=True, timeout=1800)
+                        "--target", str(dest), str(one)], check=True, timeout=1800,
+                       env={**os.environ, "PIP_CONSTRAINT": os.devnull})
     return dest
 
 

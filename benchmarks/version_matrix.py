@@ -77,8 +77,10 @@ RECIPES = [
 # lines' own: 2.9.1 (layered on the 0.11 venv, whose CUDA 12 libraries it needs) and the
 # 2.13.0 CPU wheel (layered on the 0.14 venv).
 ABI_TORCHRL = ["0.11.0", "0.11.1", "0.12.0", "0.13.1", "0.13.2", "0.13.3", "0.14.0", "0.14.1"]
-ABI_EXTRA_TORCH = [("torch==2.9.1", "0.11"), ("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "0.14"),
-                   ("torch==2.15.0", "0.15")]
+# (torch, the line whose venv it is layered on, wheels layered with it where the base's differ
+# from what that torch pins: torch 2.15.0 pins nvidia-nvshmem-cu13==3.7.2, the base has 3.4.5).
+ABI_EXTRA_TORCH = [("torch==2.9.1", "0.11", ()), ("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "0.14", ()),
+                   ("torch==2.15.0", "0.15", ("nvidia-nvshmem-cu13==3.7.2",))]
 
 
 def log(msg: str) -> None:
@@ -212,9 +214,9 @@ def _wheel(cache: Path, spec: str) -> Path:
     """The wheel of ``spec`` (``torchrl==0.14.1``, ``torchrl-nightly==2026.10.27``) in the cache, downloaded once."""
     dist, version = spec.split("==")
     pattern = str(cache / "wheels" / f"{dist.replace('-', '_')}-{version}-*.whl")
-    if not glob.glob(pattern):
+    if not glob.glob(pattern):  # a constraints file capping torch for the venvs does not apply to one wheel downloaded
         subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(cache / "wheels"), spec],
-                       check=True, timeout=3600)
+                       check=True, timeout=3600, env={**os.environ, "PIP_CONSTRAINT": os.devnull})
     return Path(glob.glob(pattern)[0])
 
 
@@ -233,18 +235,19 @@ def run_abi(cache: Path, lines: list[str]) -> None:
         if line is not None:
             labels[wheel] = envs.installed(envs.build(line, cache, log=log)["python"])["torchrl"]
     torch_envs = [abi.TorchEnv(ln.torch, str(envs.build(ln, cache, log=log)["python"])) for ln in chosen]
-    for spec, base in ABI_EXTRA_TORCH:
+    for spec, base, layered in ABI_EXTRA_TORCH:
         if base not in lines:
             continue
         try:
             wheel = Path(spec) if spec.endswith(".whl") else _wheel(cache, spec)
+            extras = tuple(_wheel(cache, extra) for extra in layered)
         except (subprocess.CalledProcessError, IndexError) as err:
             log(f"abi: {spec} could not be downloaded ({type(err).__name__}); not measured")
             continue
         if not wheel.exists():
             log(f"abi: {wheel} not here; torch {wheel.name} not measured")
             continue
-        folder = abi.torch_only(wheel, cache / "torch-only")
+        folder = abi.torch_only(wheel, cache / "torch-only", extras)
         torch_envs.append(abi.TorchEnv(wheel.name.split("-")[1], str(envs.venv_python(cache, base)), (str(folder),)))
     log(f"abi: {len(wheels)} torchrl wheels x {len(torch_envs)} torch releases")
     measured = abi.measure(wheels, torch_envs, cache / "extensions", log=log, labels=labels)

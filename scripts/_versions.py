@@ -125,12 +125,15 @@ def extension_torch(torchrl_version: str) -> tuple[str, list[str], dict[str, str
 
 
 def torch_fix(torchrl_version: str) -> str:
-    """``pip install 'torch==2.14.*'``: the newest torch minor the extension was measured to load with."""
+    """``pip install 'torch==2.14.*'``: the verified torch minor when the extension was measured
+    to load with it (torchrl 0.14.1 loads with 2.14 and 2.15: the verified 2.14 is named),
+    else the newest torch minor it was measured to load with."""
     found = extension_torch(torchrl_version)
     if not found or not found[1]:
         return "install the torch release torchrl was built for"
-    newest = max(found[1], key=lambda v: tuple(int(x) for x in v.split("+")[0].split(".")))
-    return f"pip install 'torch=={minor(newest)}.*'"
+    loads = {minor(v) for v in found[1]}
+    newest = max(loads, key=lambda v: tuple(int(x) for x in v.split(".")))
+    return f"pip install 'torch=={minor(VERIFIED['torch']) if minor(VERIFIED['torch']) in loads else newest}.*'"
 
 
 # ---------------------------------------------------------------------------- fixes a release lacks

@@ -223,16 +223,18 @@ def test_torch_minor_mismatch_fails(monkeypatch):
     import torch
 
     monkeypatch.setattr(torch, "__version__", "2.13.0")
-    with pytest.raises(sr.CheckFailed, match=r"compiled extension loads only with torch 2\.14 \(measured; with 2\.13: "
-                                             r"undefined symbol.*fix: pip install 'torch==2\.14\.\*'"):
+    loads = ", ".join(sorted({".".join(v.split(".")[:2]) for v in sr.stack_lines()["extension"]["torchrl"]["0.14.1"]["loads"]}))
+    assert loads.startswith("2.14")  # measured: 2.14 (the verified torch), and 2.15 since 2026-12-06
+    with pytest.raises(sr.CheckFailed, match=re.escape(f"compiled extension loads only with torch {loads} (measured; with 2.13: ")
+                       + r"undefined symbol.*fix: pip install 'torch==2\.14\.\*'"):
         env_check.check_torch_build()
 
 
 def test_a_torch_the_measurement_did_not_cover_is_a_skip_not_a_guess(monkeypatch):
     import torch
 
-    monkeypatch.setattr(torch, "__version__", "2.15.0")
-    with pytest.raises(sr.CheckSkipped, match=r"torch 2\.15\.0 was not measured with torchrl 0\.14\.1"):
+    monkeypatch.setattr(torch, "__version__", "2.16.0")
+    with pytest.raises(sr.CheckSkipped, match=r"torch 2\.16\.0 was not measured with torchrl 0\.14\.1"):
         env_check.check_torch_build()
 
 
@@ -249,7 +251,7 @@ def _measured_pairs():
 def test_each_release_names_the_torch_its_extension_loads_with(monkeypatch, torchrl, torch_version, measured):
     """check_torch_build follows the measured table (scripts/stack_lines.json, written by
     benchmarks/version_matrix.py): a pair measured to load passes, one measured to fail fails
-    naming the newest torch minor that loads."""
+    naming the torch minor to install: the verified one where it loads, else the newest that loads."""
     import torch
 
     row = sr.stack_lines()["extension"]["torchrl"][torchrl]
@@ -260,7 +262,9 @@ def test_each_release_names_the_torch_its_extension_loads_with(monkeypatch, torc
     if measured == "loads":
         assert f"torch {torch_version}: torchrl {torchrl}'s compiled extension loads with torch" in env_check.check_torch_build()
     else:
-        fix = f"fix: pip install 'torch=={'.'.join(newest.split('.')[:2])}.*'"
+        minors = {".".join(v.split(".")[:2]) for v in row["loads"]}
+        verified = ".".join(sr.VERIFIED["torch"].split(".")[:2])
+        fix = f"fix: pip install 'torch=={verified if verified in minors else '.'.join(newest.split('.')[:2])}.*'"
         with pytest.raises(sr.CheckFailed, match=re.escape(fix)):
             env_check.check_torch_build()
 
