@@ -9,7 +9,7 @@ batch turns it into a noisy on-policy learner.
 Measured on the data (child side): every collection (a collector batch, a user's
 ``env.rollout``) is fingerprinted row by row (a fixed random projection of its root
 observation, FP_KEYS) with the policy version that collected it (the optimizer steps taken
-so far); each on-policy loss call looks up its rows: from the newest collection, from an
+so far); each on-policy loss call (the first CHECK_FIRST, then every CHECK_EVERY-th) looks up its rows: from the newest collection, from an
 older one (how many collections and optimizer steps before), or not found (the data was
 transformed after collection; not judged). For every replay buffer sampled while an
 off-policy loss trains, the buffer's length at each sample is compared with the size of the
@@ -34,6 +34,7 @@ MIN_CALLS = 4
 MIN_EXTENDS = 3
 KEEP = 16  # collections remembered
 ROWS = 256  # rows of a loss call looked up
+CHECK_FIRST, CHECK_EVERY = 40, 10  # loss calls looked up: each of the first 40, then every 10th
 OLD_SHARE = 0.1
 
 
@@ -82,13 +83,13 @@ def install(hub) -> None:
         if fps is None:
             return
         idx = len(coll)
-        coll.append({"version": hub.meta["optimizer_steps"]})
-        for v in fps:
-            table[v] = idx
-        if len(coll) > KEEP:  # forget the oldest collection's rows
-            cut = len(coll) - KEEP
-            for k in [k for k, i in table.items() if i < cut]:
-                del table[k]
+        coll.append({"version": hub.meta["optimizer_steps"], "keys": fps})
+        table.update(dict.fromkeys(fps, idx))
+        if len(coll) > KEEP:  # forget the oldest collection's rows (those no newer one re-wrote)
+            old = coll[len(coll) - KEEP - 1]
+            for k in old.pop("keys", ()):
+                if table.get(k) == len(coll) - KEEP - 1:
+                    del table[k]
 
     def on_batch(col, batch):
         if batch is not None:
@@ -107,6 +108,8 @@ def install(hub) -> None:
         info = losses.setdefault(id(loss), {"cls": type(loss).__name__, "calls": 0, "matched_calls": 0, "rows": 0, "fresh": 0,
                                             "old": 0, "unknown": 0, "max_back": 0, "max_versions": 0, "fresh_versions": 0, "first_old": None})
         info["calls"] += 1
+        if not (info["calls"] <= CHECK_FIRST or info["calls"] % CHECK_EVERY == 0):
+            return
         fps = fingerprints(td, ROWS)
         if fps is None:
             return

@@ -2,7 +2,7 @@
 
 An invariant of any optimizer loop. At every step it reads each parameter group's ``lr``
 from ``opt.param_groups`` (what the step uses, after any scheduler): finite, positive, not
-collapsed to a vanishing fraction of its first value. On sampled steps (gradstats.sampled)
+collapsed to a vanishing fraction of its first value. On sampled steps (``sampled``)
 it copies the tensors before the step and measures the update ``delta = after - before``
 against the gradient ``g`` the step used: its sign (the cosine of delta and g is negative
 for a descent step; positive for ``maximize=True`` groups) and its size (``|delta|`` is 0
@@ -33,6 +33,12 @@ MIN_STEPS = 4
 MIN_SIGNED = 3  # sampled steps with a nonzero update and gradient before the sign is judged
 COLLAPSE = 1e-4  # an lr below this fraction of its first value trains nothing more
 MAX_COPY = 2_000_000  # values copied per sampled step at most (the rest is not measured)
+SAMPLE_FIRST, SAMPLE_EVERY = 20, 20
+
+
+def sampled(step: int) -> bool:
+    """The steps whose update is measured: each of the first SAMPLE_FIRST, then every SAMPLE_EVERY-th."""
+    return step <= SAMPLE_FIRST or step % SAMPLE_EVERY == 0
 
 
 def _lr(value) -> float:
@@ -45,7 +51,6 @@ def _lr(value) -> float:
 def install(hub) -> None:
     import torch
 
-    from . import gradstats
     from .probe import user_site
 
     sec = hub.section(NAME)
@@ -71,7 +76,7 @@ def install(hub) -> None:
             first = o["first"][i] if i < len(o["first"]) else lr
             if o["collapsed"] is None and math.isfinite(lr) and 0 < lr < COLLAPSE * first:
                 o["collapsed"] = {"step": o["steps"], "lr": lr, "group": i, "first": first, "sched": _last_sched(opt)}
-        if not gradstats.sampled(hub.meta["optimizer_steps"]):
+        if not sampled(o["steps"]):
             return
         kept, count = [], 0
         for g in opt.param_groups:
@@ -87,16 +92,11 @@ def install(hub) -> None:
         o = opts.get(id(opt))
         if not kept or o is None:
             return
-        with torch.no_grad():
-            dot = dd = gg = 0.0
-            lr = kept[0][4]
-            flip = kept[0][3]
-            for p, old, grad, _, _ in kept:
-                d = (p.detach() - old).double()
-                gd = grad.double()
-                dot += float((d * gd).sum())
-                dd += float((d * d).sum())
-                gg += float((gd * gd).sum())
+        lr, flip = kept[0][4], kept[0][3]
+        with torch.no_grad():  # one flat vector each: three reductions and one read, whatever the tensor count
+            d = torch.cat([(p.detach() - old).reshape(-1) for p, old, *_ in kept]).double()
+            gd = torch.cat([grad.reshape(-1) for _, _, grad, *_ in kept]).double()
+            dot, dd, gg = torch.stack([(d * gd).sum(), (d * d).sum(), (gd * gd).sum()]).tolist()
         if gg == 0:
             return
         if dd == 0:
