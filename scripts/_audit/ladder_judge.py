@@ -1,6 +1,6 @@
 """The probe ladder's judge (child side): the loss module's networks against a rung's known answer.
 
-Called by ladder_child.py when a rung's run stops (and at half its budget). It reads what
+Called by ladder_child.py when a rung's run stops, and 16 times over its budget (interim judgments). It reads what
 the script built: the env the policy sees (the last collector's env, else the outermost env
 stepped most), the probe leaves under it (probe_env.py), and the networks of the loss module
 called most, run with the loss's own parameters (``loss.<name>_params.to_module(net)``,
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from . import ladder_rungs as lr
 from . import probe_env
+
 
 def _top_env(st):
     """The env the policy sees: the last collector's env, else the outermost env stepped most."""
@@ -144,7 +145,6 @@ def _values(loss, td):
 
 def _soft_bonus(loss, td) -> float:
     """SAC's entropy term in its value target, alpha x H(pi(.|s)): its Q-values include it."""
-    import torch
     from torchrl.envs.utils import ExplorationType, set_exploration_type
 
     alpha = getattr(loss, "_alpha", None)
@@ -153,12 +153,8 @@ def _soft_bonus(loss, td) -> float:
     actor, params = loss.actor_network, loss.actor_network_params
     with params.to_module(actor), set_exploration_type(ExplorationType.RANDOM):
         dist = actor.get_dist(td.clone())
-        if hasattr(dist, "probs") and dist.probs is not None and not hasattr(dist, "rsample"):
-            p = dist.probs.clamp_min(1e-8)
-            h = -(p * p.log()).sum(-1).mean()
-        else:
-            sample = dist.sample((64,))
-            h = -dist.log_prob(sample).float().mean()
+        sample = dist.sample((64,))  # H = -E[log pi(a|s)], estimated on 64 draws (any distribution, discrete too)
+        h = -dist.log_prob(sample).float().mean()
     return float(alpha) * float(h)
 
 
@@ -257,14 +253,14 @@ def _judge_now(rung: int, st) -> dict:
                                    "action": [round(float(x), 3) for x in sent.reshape(-1)[:4]], "best": [round(float(x), 3) for x in best[:4]]})
                 else:
                     best = int(space.best_action(rung, torch.tensor(state)))
-                    got = int(leaves[0]._probe_dynamics.last_index.reshape(-1)[0])
-                    checks.append({"what": f"greedy action at {label}", "got": got, "want": best, "ok": reward >= 1.0})
-                    checks.append(_discrete_margin(loss, td, best, label))
+                    index = int(leaves[0]._probe_dynamics.last_index.reshape(-1)[0])
+                    checks.append({"what": f"greedy action at {label}", "got": index, "want": best, "ok": reward >= 1.0})
+                    checks.append(_discrete_margin(loss, td, best, label, space.one_hot))
     return {"ok": all(c["ok"] for c in checks), "checks": checks, "loss": type(loss).__name__, "family": fam,
             "gamma": gamma, "env": type(top).__name__}
 
 
-def _discrete_margin(loss, td, best: int, label: str) -> dict:
+def _discrete_margin(loss, td, best: int, label: str, one_hot: bool) -> dict:
     """A discrete policy right by luck (1 in n) is not learning: a Q-network needs Q(best) -
     Q(other) >= Q_GAP (known gap 1); a stochastic actor samples the best action in at least
     SAMPLED_BEST of 256 draws."""
@@ -283,6 +279,6 @@ def _discrete_margin(loss, td, best: int, label: str) -> dict:
     with set_exploration_type(ExplorationType.RANDOM):
         out = _run(loss, "actor_network", big)[0]
     action = out.get(getattr(getattr(loss, "tensor_keys", None), "action", "action"))
-    index = action.argmax(-1) if action.dtype in (torch.bool,) or (action.shape[-1] > 1) else action.reshape(256, -1)[:, 0]
+    index = action.argmax(-1) if one_hot else action.reshape(256, -1)[:, 0]
     share = float((index.reshape(-1) == best).float().mean())
     return {"what": f"sampled best action at {label}", "got": round(share, 3), "want": f">= {lr.SAMPLED_BEST}", "ok": share >= lr.SAMPLED_BEST}
