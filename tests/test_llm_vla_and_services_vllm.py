@@ -92,6 +92,8 @@ def test_check_vllm_passes_in_the_vllm_venv(vllm_report):
         assert "tokens.response" in got[f"vllm:generate-{mode}"][1]
         assert "log_probs.response" in got[f"vllm:generate-{mode}"][1]
     assert "none left" in got["vllm:engine-stopped"][1]
+    # post_training_metrics reads the vLLM batch, its rollout/trainer mismatch included
+    assert "mismatch/max_abs" in got["vllm:grpo-step"][1]
 
 
 @needs_venv
@@ -155,3 +157,26 @@ def test_gpu_script_refuses_without_cuda_in_one_line():
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and "no CUDA GPU" in proc.stderr
+
+
+def test_post_training_metrics_rollout_mismatch_on_hand_values():
+    """Rows of different lengths (a ragged lazy stack, as vLLMWrapper's rollouts after to_lazystack); only
+    response tokens (the mask) count."""
+    import torch
+    from tensordict import TensorDict, lazy_stack
+
+    pm = load_module(f"{AREA}/post_training_metrics")
+    rows = [TensorDict({("log_probs", "full"): torch.tensor([0.0, -1.0, -2.0]),
+                        ("masks", "all_assistant_mask"): torch.tensor([False, True, True])}),
+            TensorDict({("log_probs", "full"): torch.tensor([0.0, -0.5]),
+                        ("masks", "all_assistant_mask"): torch.tensor([False, True])})]
+    batch = lazy_stack(rows)
+    trainer = [torch.tensor([9.0, -1.1, -2.0]), torch.tensor([9.0, -0.3])]  # prompt positions differ: ignored
+    got = pm.rollout_mismatch(batch, trainer)
+    r = torch.tensor([-0.1, 0.0, 0.2], dtype=torch.float64)
+    assert got["mismatch/max_abs"] == pytest.approx(0.2)
+    assert got["mismatch/mean_abs"] == pytest.approx(0.1)
+    assert got["mismatch/k3"] == pytest.approx(float((r.exp() - 1 - r).mean()))
+    assert got["mismatch/ppl_ratio"] == pytest.approx(math.exp(0.1 / 3))
+    assert pm.rollout_mismatch(batch, [row[("log_probs", "full")] for row in rows])["mismatch/max_abs"] == 0.0
+    assert pm.rollout_mismatch(batch, None) == {}

@@ -304,6 +304,7 @@ def check_grpo_step(args, served) -> str:
     tensordict" once sequences differ in length: ``to_lazystack(0)`` gives it what
     TransformersWrapper itself returns.
     """
+    import post_training_metrics as pm
     import torch
     from torchrl.modules.llm import TransformersWrapper
     from torchrl.objectives.llm import GRPOLoss
@@ -324,6 +325,14 @@ def check_grpo_step(args, served) -> str:
     opt = torch.optim.SGD(model.parameters(), lr=1e-2)
     before = [p.detach().clone() for p in model.parameters()]
     res = loss(batch)
+    # the run's metrics read the vLLM batch as they read a TransformersWrapper one; the trainer's
+    # log-probs of the same tokens give the rollout/trainer mismatch
+    with torch.no_grad():
+        trainer_lp = actor(batch.copy()).get(("log_probs", "full"), as_list=True)
+    batch["reward"] = reward.reshape(-1, 1, 1)
+    metrics = pm.compute_metrics(batch, loss_output=res, trainer_log_probs=trainer_lp)
+    judge_mismatch({k.split("/")[1]: v for k, v in metrics.items() if k.startswith("mismatch/")},
+                   "post_training_metrics mismatch on the vLLM batch")
     total = res.loss_objective + getattr(res, "loss_entropy", 0.0)
     sr.expect(bool(torch.isfinite(total)), f"GRPO loss {float(total)} is not finite")
     opt.zero_grad()
@@ -337,7 +346,9 @@ def check_grpo_step(args, served) -> str:
     return (f"{len(resp)} vLLM rollouts ({group} per prompt, lengths {[r.numel() for r in resp]}), advantages "
             f"{[round(a, 2) for a in adv.flatten().tolist()]}; loss_objective {float(res.loss_objective):.4f}, "
             f"ESS {float(res.ESS):.3f}, kl_approx (trainer vs engine) {float(res.kl_approx):.1e}; "
-            f"grad L1 {grads:.3f}, {moved} tensors updated by SGD")
+            f"grad L1 {grads:.3f}, {moved} tensors updated by SGD; post_training_metrics on that batch: reward/seq_mean "
+            f"{metrics['reward/seq_mean']:.3f}, mismatch/max_abs {metrics['mismatch/max_abs']:.1e}, mismatch/k3 "
+            f"{metrics['mismatch/k3']:.1e}")
 
 
 def check_stopped(served) -> str:

