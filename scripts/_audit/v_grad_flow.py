@@ -189,5 +189,8 @@ def judge(obs: dict) -> str:
         raise sr.CheckSkipped("no optimizer stepped twice")
     return "; ".join(
         f"{_name(o)}: {o['fresh_all']} of {o['judged']} steps had a fresh gradient (written by backward() since the previous step) "
-        f"on all {o['tensors']} tensors; accumulated across steps at {o['acc']}, cleared before step() at {o['cleared']}, "
-        f"stepped without backward() at {o['stale']}" for o in judged)
+        f"on all {o['tensors']} tensors"
+        + (f" (at the others some tensors had no gradient and the step left them alone: a loss term that trains them every few steps)"
+           if o["fresh_all"] < o["judged"] else "")
+        + f"; accumulated across steps at {o['acc']}, cleared before step() at {o['cleared']}, stepped without backward() at {o['stale']}"
+        for o in judged)
