@@ -211,3 +211,18 @@ def test_python_wording_or_another_exception_class_is_no_site():
     assert [s.function for s in scaled] == ["ActionScaling.__init__"]  # the twin: its own class and text
     ray = [s for s in sites.file_sites("torchrl/envs/transforms/ray_service.py") if s.function == "RayTransform.__getattr__"]
     assert ray and all(s.python_wording for s in ray)
+
+
+def test_a_removed_name_the_library_still_has_is_said_from_the_live_object():
+    import torchrl.modules as modules
+    from _explain.names import renames_for
+
+    row = next(r for r in renames_for("EGreedyWrapper") if r.get("removed_in"))
+    note = next(n for n in notes.notes_for("EGreedyWrapper", modules.EGreedyWrapper) if "EGreedyWrapper ->" in n)
+    assert "removed in" not in note and "still importable" in note and "building it raises RuntimeError(" in note
+    with pytest.raises(RuntimeError) as err:
+        modules.EGreedyWrapper(None)
+    assert str(err.value) in note and hasattr(modules, "EGreedyWrapper")
+    assert "removed in" in notes.rename_line(row)  # the twin: a name the library lacks keeps the table's wording
+    code, report = run_main(BUNDLE / "scripts" / "explain.py", "CompositeSpec", "--json")
+    assert code == 1 and "removed in 0.11.0" in report["checks"][0]["detail"]

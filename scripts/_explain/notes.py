@@ -138,9 +138,35 @@ def entry_line(entry: ei.ErrorEntry) -> str:
     return f"{entry.short or entry.title}: {entry.plain('cause')} [{entry.page}#{entry.anchor}]"
 
 
+def live_rename_line(row: dict, obj) -> str:
+    """A ``names``/``deprecated`` row for a name the installed library still has: said from
+    the live object (still importable; what building it raises, read from the raise
+    statements of its ``__init__``, ``sites.py``), never "removed in X" (the table's
+    ``removed_in`` is when it stopped working, not when the name went away)."""
+    import inspect
+    import re
+
+    from .sites import file_sites
+
+    try:
+        file = inspect.getsourcefile(obj)
+    except TypeError:
+        file = None
+    found = re.search(r"((?:torchrl|tensordict)/.+\.py)$", (file or "").replace("\\", "/"))
+    name = getattr(obj, "__qualname__", "")
+    raises = [s for s in file_sites(found.group(1)) if s.function == f"{name}.__init__"
+              and not s.condition] if found and isinstance(obj, type) else []
+    what = (f"building it raises {raises[0].exc}({raises[0].text()!r}) ({raises[0].path}:{raises[0].line})" if raises
+            else "no unconditional raise in its __init__")
+    return (f"{row['old']} -> {row.get('new') or '(no replacement)'}: still importable in the installed release; {what} "
+            f"[{API_PAGE}#{SECTION_ANCHOR[row['section']]}]")
+
+
 def notes_for(asked: str, obj) -> list[str]:
-    """Every note line for a found name, renames first."""
-    lines = [rename_line(r) for r in renames_for(asked)]
+    """Every note line for a found name, renames first; a row saying the name was removed
+    while the installed library has it is said from the live object (``live_rename_line``)."""
+    lines = [live_rename_line(r, obj) if r.get("removed_in") and obj is not None else rename_line(r)
+             for r in renames_for(asked)]
     lines += kwarg_lines(obj) + key_lines(obj)
     lines += [entry_line(e) for e in error_entries(asked, obj)]
     return list(dict.fromkeys(lines))
