@@ -78,6 +78,7 @@ def vllm_report():
     return proc.returncode, json.loads(proc.stdout), proc.stderr
 
 
+@pytest.mark.slow  # a vLLM engine in its own venv
 @needs_venv
 @pytest.mark.timeout(2400)
 def test_check_vllm_passes_in_the_vllm_venv(vllm_report):
@@ -96,6 +97,7 @@ def test_check_vllm_passes_in_the_vllm_venv(vllm_report):
     assert "mismatch/max_abs" in got["vllm:grpo-step"][1]
 
 
+@pytest.mark.slow  # a vLLM engine in its own venv
 @needs_venv
 @pytest.mark.timeout(2400)
 def test_vllm_run_leaves_no_process_behind(vllm_report):
@@ -107,6 +109,7 @@ def test_vllm_run_leaves_no_process_behind(vllm_report):
     assert engine_like == []
 
 
+@pytest.mark.slow  # a vLLM engine in its own venv
 @needs_venv
 @pytest.mark.timeout(1800)
 def test_ctrl_c_with_the_engine_running_stops_every_engine_process(tmp_path):
@@ -140,6 +143,7 @@ def test_ctrl_c_with_the_engine_running_stops_every_engine_process(tmp_path):
             proc.communicate()
 
 
+@pytest.mark.slow  # a vLLM engine in its own venv
 @needs_venv
 @pytest.mark.timeout(900)
 def test_check_torchrl_env_reports_vllm_in_the_vllm_venv():
