@@ -14,7 +14,9 @@ and on every ``loss_forward`` of a GRPOLoss (or subclass) or SFTLoss it emits
 ``out``, ``index`` (call number), ``grpo`` (bool), ``fresh`` (no optimizer step since
 the last generation, or since the run began when no generating wrapper was seen),
 ``log_weight``/``mask`` and ``tokens``/``lengths`` (the rows the loss scored, after
-its actor re-rendered them; GRPO only, else None). Listeners keep plain JSON.
+its actor re-rendered them; GRPO only, else None), ``generator`` (the class name of the
+last generating wrapper: ``TransformersWrapper``, ``vLLMWrapper``, ...; None when none was
+seen). Listeners keep plain JSON.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ def install(hub) -> None:
     def after_forward(wrapper, args, kwargs, out):
         if getattr(wrapper, "generate", False):
             state["gen_step"] = hub.meta["optimizer_steps"]
+            state["gen_by"] = type(wrapper).__name__
 
     def after_log_weight(loss, args, kwargs, out):
         log_weight, _, _, mask = out
@@ -70,7 +73,7 @@ def install(hub) -> None:
         since = state["gen_step"] if state["gen_step"] is not None else 0
         lw, mask, tokens = state["capture"].pop(id(loss), (None, None, None))
         hub.emit("llm_batch", {"loss": loss, "td": td, "out": out, "index": state["calls"], "grpo": grpo,
-                               "fresh": steps == since, "log_weight": lw, "mask": mask, "tokens": tokens,
+                               "fresh": steps == since, "generator": state.get("gen_by"), "log_weight": lw, "mask": mask, "tokens": tokens,
                                "lengths": [t.numel() for t in tokens] if tokens else None})
 
     hub.on("loss_built", on_built)
