@@ -111,11 +111,18 @@ MUTATIONS = [
     ("tutorial-gs5-tau-swapped", "tutorial-getting-started-5", "getting-started-5.py",
      "updater = SoftUpdate(loss, eps=0.99)", "updater = SoftUpdate(loss, tau=0.99)",
      "target network: the tutorial's eps=0.99 passed as tau, the target follows at once", "target-network"),
+    ("tutorial-ppo-lr-horizon", "tutorial-coding-ppo", "coding_ppo.py",
+     "    optim, total_frames // frames_per_batch, 0.0\n", "    optim, 1, 0.0\n",
+     "learning rate: a cosine schedule whose horizon is one batch (lr 0 from the second batch on)", "learning-rate"),
     ("sac-done-as-terminated", "sac", "utils.py",
      "    loss_module.make_value_estimator(gamma=cfg.optim.gamma)",
      "    loss_module.set_keys(terminated=\"done\")\n    loss_module.make_value_estimator(gamma=cfg.optim.gamma)",
      "value estimator: done read as terminated", "value-estimator"),
 ]
+
+
+# Audit arguments beyond --seconds, where a fault shows only after the early stop would end the run
+AUDIT_ARGS = {"tutorial-ppo-lr-horizon": ["--max-frames", "3000"]}
 
 
 def export(mirror: Path, commit: str, dest: Path) -> None:
@@ -125,11 +132,11 @@ def export(mirror: Path, commit: str, dest: Path) -> None:
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
 
 
-def audit(python: str, folder: Path, script: str, overrides: list[str], seconds: int) -> dict:
+def audit(python: str, folder: Path, script: str, overrides: list[str], seconds: int, extra: tuple = ()) -> dict:
     """``{"code", "rows": {name: [status, detail]}, "wall_s"}`` of one audit_run.py --json run."""
     env = dict(os.environ, OMP_NUM_THREADS="1", WANDB_MODE="disabled", HYDRA_FULL_ERROR="1")
     start = time.monotonic()
-    proc = subprocess.run([python, str(BUNDLE / "scripts" / "audit_run.py"), "--json", "--seconds", str(seconds), script, "--", *overrides],
+    proc = subprocess.run([python, str(BUNDLE / "scripts" / "audit_run.py"), "--json", "--seconds", str(seconds), *extra, script, "--", *overrides],
                           cwd=folder, env=env, capture_output=True, text=True, timeout=seconds + 240)
     wall = round(time.monotonic() - start, 1)
     try:
@@ -164,6 +171,8 @@ def main(argv=None) -> int:
     full = subprocess.run(["git", f"--git-dir={args.mirror}", "rev-parse", args.commit], capture_output=True, text=True, check=True).stdout.strip()
     result = json.loads(args.out.read_text()) if args.out.exists() and args.only else {}
     result.update(commit=full, python=args.python, seconds=args.seconds)
+    # the bundle's commit each entry was measured on (entries of an --only run replace theirs)
+    bundle = subprocess.run(["git", "-C", str(BUNDLE), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     result.setdefault("clean", {})
     result.setdefault("mutations", {})
     with tempfile.TemporaryDirectory(prefix="tp_audit_") as tmp:
@@ -177,7 +186,7 @@ def main(argv=None) -> int:
             fails = {k: v[1][:300] for k, v in run["rows"].items() if v[0] == "fail" and (name, k) not in TRUE_FINDINGS}
             found = {k: {"detail": v[1][:300], "why": TRUE_FINDINGS[(name, k)]} for k, v in run["rows"].items()
                      if v[0] == "fail" and (name, k) in TRUE_FINDINGS}
-            result["clean"][name] = {"script": f"{folder}/{script}", "overrides": overrides, "code": run["code"], "wall_s": run["wall_s"],
+            result["clean"][name] = {"bundle_commit": bundle, "script": f"{folder}/{script}", "overrides": overrides, "code": run["code"], "wall_s": run["wall_s"],
                                      "false_fails": fails, "true_findings": found, "passes": sum(v[0] == "pass" for v in run["rows"].values()),
                                      **({"stderr": run["stderr"]} if "stderr" in run else {})}
             print(f"clean {name}: exit {run['code']}, {len(fails)} FAIL rows {sorted(fails)}", flush=True)
@@ -188,11 +197,11 @@ def main(argv=None) -> int:
             work = Path(tmp) / mid
             shutil.copytree(base / folder, work)
             apply(work, file, find, replace)
-            run = audit(args.python, work, script, overrides, args.seconds)
+            run = audit(args.python, work, script, overrides, args.seconds, tuple(AUDIT_ARGS.get(mid, ())))
             status, detail = run["rows"].get(expect, ["absent", ""])
             others = {k: v[1][:200] for k, v in run["rows"].items() if v[0] == "fail" and k != expect}
-            result["mutations"][mid] = {"target": target, "file": f"{folder}/{file}", "find": find, "replace": replace, "class": kind,
-                                        "row": expect, "status": status, "detail": detail[:600], "named": status == "fail",
+            result["mutations"][mid] = {"bundle_commit": bundle, "target": target, "file": f"{folder}/{file}", "find": find, "replace": replace, "class": kind,
+                                        "row": expect, "audit_args": AUDIT_ARGS.get(mid, []), "status": status, "detail": detail[:600], "named": status == "fail",
                                         "broken_pass": status == "pass", "other_fails": others, "code": run["code"], "wall_s": run["wall_s"],
                                         **({"stderr": run["stderr"]} if "stderr" in run else {})}
             print(f"mutation {mid}: {expect} {status}; other FAIL rows {sorted(others)}", flush=True)
