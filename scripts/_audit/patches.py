@@ -18,8 +18,7 @@ also the sub-env steps a ``SerialEnv`` makes through ``_step``),
 ``global_reseed(env, seed, site, by_library, method)`` (``torch.manual_seed`` called under an
 ``EnvBase._set_seed`` or ``_reset``: emitted by d_env_seeding's own wrapper of it),
 ``append_transform(env, returned, site)``, ``estimator_call(est, td, loss)``,
-``estimator_done(est, td, out, loss)`` (after it returned), ``estimator_value_estimate(est, td,
-loss)`` (``est.value_estimate(td)`` called directly, as DQNLoss and SACLoss do), ``zero_grad(opt, module)`` (an
+``estimator_done(est, td, out, loss)`` (after it returned), ``zero_grad(opt, module)`` (an
 ``Optimizer.zero_grad`` or ``Module.zero_grad`` call), ``scheduler_step(scheduler)``,
 ``rb_built(rb, site)``, ``rb_extend(rb, data)``, ``rb_sample(rb, out)``,
 ``rb_user_priority(rb, method, site, error)`` (when the call ended: ``error`` is None, or
@@ -46,7 +45,6 @@ def _state():
         _local.loss_stack = []
         _local.loss_inputs = []  # the TensorDict each running loss was called with (e_policy_update reads it)
         _local.extend_depth = 0
-        _local.estimator_depth = 0
     return _local
 
 
@@ -191,21 +189,12 @@ def install(hub) -> None:
             return est_call(self, *args, **kwargs)
         stack = st().loss_stack
         hub.emit("estimator_call", self, args[0], stack[-1] if stack else None)
-        with _Depth("estimator_depth"):
-            out = est_call(self, *args, **kwargs)
+        out = est_call(self, *args, **kwargs)
         hub.emit("estimator_done", self, args[0], out, stack[-1] if stack else None)
         return out
 
     ValueEstimatorBase.__call__ = estimator_call
 
-    def value_estimate_before(self, a, k):
-        # DQNLoss, SACLoss, TD3Loss call est.value_estimate(td) directly, not est(td)
-        td = a[0] if a else k.get("tensordict")
-        if td is not None and not st().estimator_depth:
-            stack = st().loss_stack
-            hub.emit("estimator_value_estimate", self, td, stack[-1] if stack else None)
-
-    wrap(hub, ValueEstimatorBase, "value_estimate", before=value_estimate_before)
 
     # --- collectors ---------------------------------------------------------------------
     def collector_built(self, a, k):

@@ -174,8 +174,24 @@ def install(hub) -> None:
     def summarise():
         sec["estimators"] = list(ests.values())
 
-    hub.on("estimator_call", on_call)
-    hub.on("estimator_value_estimate", on_call)
+    last = {"td": None}
+
+    def on_call_seen(est, td, loss):
+        last["td"] = td
+        on_call(est, td, loss)
+
+    def on_estimates(est, td, values):
+        # e_value_range reports every forward and every direct est.value_estimate(td) (DQNLoss,
+        # SACLoss, TD3Loss call it so, not est(td)); a forward was seen above with its td
+        if td is None or td is last["td"]:
+            return
+        from .patches import _state
+
+        stack = _state().loss_stack
+        on_call(est, td, stack[-1] if stack else None)
+
+    hub.on("estimator_call", on_call_seen)
+    hub.on("value_estimates", on_estimates)
     hub.on("estimator_done", on_done)
     hub.summariser(summarise)
 
