@@ -221,8 +221,15 @@ def test_judge_rung_names_short_runs_unsupported_specs_and_slow_learning():
     from _audit import ladder
 
     assert ladder.judge_rung(1, _section()).startswith("V(s) = 0.98 (want 1 ± 0.25) after 1000 frames, 50 optimizer steps")
-    with pytest.raises(ladder.CouldNotProbe, match="stopped after 500 of the rung's 1000 frames"):
+    with pytest.raises(ladder.CouldNotProbe, match="stopped after 500 of the rung's 1000 frames.*about 2x the frames"):
         ladder.judge_rung(1, _section(frames=500, end={"how": "finished"}))
+    # stopped at 95% of the budget (--seconds): judged as at the budget, a wrong value fails
+    far = {"ok": False, "checks": [{"what": "V(s)", "got": -3.0, "want": 1.0, "tol": 0.25, "ok": False}],
+           "loss": "ClipPPOLoss", "family": "ppo", "gamma": 0.99, "env": "GymEnv"}
+    with pytest.raises(sr.CheckFailed, match="V\\(s\\)"):
+        ladder.judge_rung(1, _section(frames=950, verdict=far, end={"how": "budget"}))
+    with pytest.raises(ladder.CouldNotProbe, match="stopped after 850 of"):  # the nearest excluded case
+        ladder.judge_rung(1, _section(frames=850, verdict=far, end={"how": "budget"}))
     with pytest.raises(ladder.CouldNotProbe, match="cannot carry a probe: MultiOneHot"):
         ladder.judge_rung(1, _section(unsupported="MultiOneHot"))
     with pytest.raises(ladder.CouldNotProbe, match="no optimizer step"):
@@ -233,6 +240,16 @@ def test_judge_rung_names_short_runs_unsupported_specs_and_slow_learning():
         ladder.judge_rung(1, _section(verdict=wrong, mid={"frames": 500, "got": [2.1]}))
     with pytest.raises(sr.CheckFailed, match="1.5 at 500 frames -> 1.6 at 1000, not toward 1: not closing in: wrong, not slow"):
         ladder.judge_rung(1, _section(verdict=wrong, mid={"frames": 500, "got": [1.5]}))
+
+
+def test_a_script_that_ends_short_inside_main_is_named_as_short_not_as_missing_a_loss():
+    """Its loss module and env are judged after main() returned (newcomer trial: a weakref
+    to them was dead by then, and the row said 'no loss module was called')."""
+    code, got = _ladder(PPO, "--", "--rollouts", "3")
+    assert code == 5, got
+    status, detail = got["rung-1:constant-reward"]
+    assert status == "skip" and "the script stopped after" in detail and "no loss module" not in detail, detail
+    assert "x the frames" in detail, detail
 
 
 def test_a_rung_passes_early_only_on_steady_passing_judgments():
