@@ -114,7 +114,7 @@ def test_compatibility_rejects_a_sub_skill_stating_another_stack(tmp_path):
     good = f"---\nname: x\ncompatibility: {dc.supported_stack()}; CPU only.\n---\n# x\n"
     (tmp_path / "SKILL.md").write_text(good)
     assert dc.check_compatibility_agrees(tmp_path) == []
-    (tmp_path / "SKILL.md").write_text(good.replace("torchrl 0.11-0.14", "torchrl 0.14.1"))
+    (tmp_path / "SKILL.md").write_text(good.replace("torchrl 0.11+", "torchrl 0.14.1"))
     assert "differs from the root's" in joined(dc.check_compatibility_agrees(tmp_path))
 
 
