@@ -24,7 +24,8 @@ NEEDS = {
              "torch 2.13.0+cpu), each in its own venv since vLLM pins its torch"),
     "sglang": ("a running SGLang server (python -m sglang.launch_server; sglang 0.5.23 pins torch==2.14.1 and needs a "
                "CUDA GPU); SGLangWrapper connects over HTTP"),
-    "lerobot": "Python >= 3.12, pip install lerobot, Hugging Face hub access for datasets/policies",
+    "lerobot": ("Python >= 3.12 and torch < 2.12 (lerobot 0.6.1), in its own venv: requirements-lerobot.txt; "
+                "check_lerobot.py runs TorchRL's LeRobot path there on a dataset it writes (hub datasets need hub access)"),
 }
 
 
@@ -67,7 +68,8 @@ def probe_sglang() -> str:
 def probe_lerobot() -> str:
     py = platform.python_version()
     if importlib.util.find_spec("lerobot") is not None:
-        raise sr.CheckSkipped(f"lerobot installed on Python {py}, not verified here (needs {NEEDS['lerobot']})")
+        raise sr.CheckSkipped(f"lerobot installed on Python {py}: run check_lerobot.py here, it proves TorchRL's "
+                              "LeRobot path with it")
     raise sr.BackendMissing(
         f"not installed (Python {py}); needs {NEEDS['lerobot']}; torchrl's VLA schema, tokenizers and TinyVLA "
         "work without it (check_vla_schema.py)"
@@ -78,7 +80,7 @@ CHECKS = [
     # these rows never pass: a backend found here is a SKIP pointing at the script that runs it
     sr.Check("backend:vllm", probe_vllm, proves="vLLM runs here (check_vllm.py proves it)"),
     sr.Check("backend:sglang", probe_sglang, proves="SGLang runs here"),
-    sr.Check("backend:lerobot", probe_lerobot, proves="LeRobot runs here"),
+    sr.Check("backend:lerobot", probe_lerobot, proves="LeRobot runs here (check_lerobot.py proves it)"),
 ]
 
 
