@@ -136,6 +136,10 @@ def check_run(args):
     notes += _workers.notes(meta)
     if meta["workers"]:
         notes.append(f"not instrumented: workers of {', '.join(meta['workers'])} ({WORKER_BLIND})")
+    uninstrumented = meta.get("uninstrumented", {})
+    moved = [f"{k}: {v}" for k, v in uninstrumented.items() if "(" in k]
+    if moved:  # classes this torchrl/tensordict moved or dropped: the rows reading them see nothing of them
+        notes.append(f"not instrumented on this torchrl: {'; '.join(moved)}")
     owned = {m.__name__ for m in MODULES + INFO_MODULES}
     stray = {k: v for k, v in meta["probe_errors"].items() if k.rpartition(":")[2] not in owned}
     if stray:  # errors of a detector's own probes are shown in that detector's row
@@ -192,6 +196,10 @@ def detector_check(module):
     becomes "not measured: ..."; a pass or a fail keeps its verdict and says what it could
     not measure."""
     def judge(observed):
+        missing = observed["meta"].get("uninstrumented", {}).get(module.NAME)
+        if missing:  # its install raised: an internal it reads moved (a newer torchrl line)
+            raise sr.CheckSkipped(f"not instrumented on this torchrl: {missing} (the row reads an internal that moved; "
+                                  "the other rows ran)")
         errors = _probe_errors(observed, module)
         if module.NAME == "training":
             return _judge_training(module, observed, errors)

@@ -147,6 +147,17 @@ def _describe(err: BaseException) -> dict:
     }
 
 
+def install_detectors(hub, detectors) -> None:
+    """Each detector's ``install(hub)``; one that raises (it reads a private internal that
+    moved in a newer torchrl) is recorded in ``hub.meta["uninstrumented"]`` under its row
+    name and the others still run: its row skips with that line (audit_run.detector_check)."""
+    for module in detectors:
+        try:
+            module.install(hub)
+        except Exception as err:
+            hub.meta.setdefault("uninstrumented", {})[module.NAME] = f"{type(err).__name__}: {str(err).splitlines()[0][:160] if str(err) else ''}"
+
+
 def _install_on_import(hub, patches, detectors) -> None:
     """Instrument torchrl the moment the target imports it: before any TorchRL object can
     exist, and without paying for torchrl in a target that fails before importing it; at
@@ -157,12 +168,11 @@ def _install_on_import(hub, patches, detectors) -> None:
     def install():
         try:
             patches.install(hub)
-            for module in detectors:
-                module.install(hub)
         except Exception as err:  # the stack itself is broken: say so, run nothing more
             hub.end = {"how": "probe-failed", **_describe(err)}
             hub.snapshot()
             os._exit(0)
+        install_detectors(hub, detectors)
         hub.start = time.monotonic()  # the budget counts the target's own time, not torchrl's import
 
     if "torchrl" in sys.modules:  # imported before the target ran (a .pth file, a launcher that preloads it)

@@ -106,6 +106,9 @@ class Hub:
         self.meta: dict = {
             "built": [],  # first TorchRL objects, "Class at file.py:LINE"
             "probe_errors": {},
+            # what could not be instrumented on this torchrl (a private internal that moved in a
+            # newer release): {"Class (module)" or detector row: "ExcType: message"}
+            "uninstrumented": {},
             "workers": [],  # multi-process components whose workers are not instrumented
             "frames": 0,
             "env_frames": 0,
