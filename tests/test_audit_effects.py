@@ -91,6 +91,16 @@ def test_action_bounds_fails_a_projected_normal_and_passes_tanh_normal():
     expect(path / "fixed.py", "action-bounds", "pass", says=["0% at a bound"])
 
 
+def test_action_bounds_reads_one_env_s_action_dims_on_a_batched_env():
+    """An action spec of shape [8, 1] has one action dimension: the row counts the values of
+    all 8 envs under action[0] (it had read the batch as 8 dimensions and judged the worst)."""
+    path = EFFECTS / "action_bounds"
+    got, detail = row(path / "batched.py", "action-bounds")
+    assert got == "fail" and "Tanks (action range [-0.05, 0.05]): action[0]" in detail, detail
+    assert "action[1]" not in detail and "TanhNormal" in detail, detail
+    expect(path / "batched.py", "action-bounds", "pass", "--max-frames", "1600", "--", "--fixed", says=["action[0]"])
+
+
 @pytest.mark.parametrize("variant, says", [
     ("noise", ["is not the policy's log-prob of the stored action on", "exploration module"]),
     ("collapse", ["of its maximum log(n)", "collapsed to nearly one action", "observations far from unit scale"]),

@@ -78,7 +78,12 @@ def install(hub) -> None:
         key = key_of(env)
         info = envs.get(key)
         if info is None:
-            spec = env.action_spec
+            # the spec of one env: a batched env's action_spec carries its batch dims, whose
+            # elements would be counted as action dimensions (a [16, 1] spec read as 16 of them)
+            try:
+                spec = env.action_spec_unbatched
+            except Exception:
+                spec = env.action_spec
             space = getattr(spec, "space", None)
             low, high = getattr(space, "low", None), getattr(space, "high", None)
             ok = (getattr(spec, "domain", "") == "continuous" and torch.is_tensor(low) and torch.is_tensor(high)
@@ -190,7 +195,7 @@ def judge(observed: dict) -> str:
             faults.append(f"{where}: {text}: the policy acts bang-bang before it could have learned to; usual causes: a tanh or "
                           "clamp fed unscaled observations (normalize them: ObservationNorm(in_keys=['observation'], "
                           "standard_normal=True) then init_stats), an unbounded distribution clipped by ProbabilisticActor(safe=True) "
-                          "or by the env (use TanhNormal with low/high from env.action_spec), or a noise or scale much wider than the range")
+                          "or by the env (use TanhNormal with low/high from env.action_spec_unbatched.space: one env's bounds, which a flattened batch broadcasts with), or a noise or scale much wider than the range")
         else:
             notes.append(f"{where}: {text}{later}")
     if faults:
