@@ -236,7 +236,7 @@ def test_judge_rung_names_short_runs_unsupported_specs_and_slow_learning():
         ladder.judge_rung(1, _section(optimizer_steps=0))
     wrong = {"ok": False, "checks": [{"what": "V(s)", "got": 1.6, "want": 1.0, "tol": 0.25, "ok": False}],
              "loss": "ClipPPOLoss", "family": "ppo", "gamma": 0.99, "env": "GymEnv"}
-    with pytest.raises(sr.CheckFailed, match="2.1 at 500 frames -> 1.6 at 1000, toward 1: still closing in"):
+    with pytest.raises(ladder.CouldNotProbe, match="not settled.*2.1 at 500 frames -> 1.6 at 1000, toward 1: still closing in"):
         ladder.judge_rung(1, _section(verdict=wrong, mid={"frames": 500, "got": [2.1]}))
     with pytest.raises(sr.CheckFailed, match="1.5 at 500 frames -> 1.6 at 1000, not toward 1: not closing in: wrong, not slow"):
         ladder.judge_rung(1, _section(verdict=wrong, mid={"frames": 500, "got": [1.5]}))
