@@ -83,6 +83,7 @@ def vllm_report():
 
 @pytest.mark.slow  # a vLLM engine in its own venv
 @needs_venv
+@pytest.mark.xdist_group("vllm-engine")
 @pytest.mark.timeout(2400)
 def test_check_vllm_passes_in_the_vllm_venv(vllm_report):
     code, report, stderr = vllm_report
@@ -102,6 +103,7 @@ def test_check_vllm_passes_in_the_vllm_venv(vllm_report):
 
 @pytest.mark.slow  # a vLLM engine in its own venv
 @needs_venv
+@pytest.mark.xdist_group("vllm-engine")
 @pytest.mark.timeout(2400)
 def test_vllm_run_leaves_no_process_behind(vllm_report):
     import psutil
@@ -120,6 +122,7 @@ def test_vllm_run_leaves_no_process_behind(vllm_report):
 
 @pytest.mark.slow  # a vLLM engine in its own venv
 @needs_venv
+@pytest.mark.xdist_group("vllm-engine")
 @pytest.mark.timeout(1800)
 def test_ctrl_c_with_the_engine_running_stops_every_engine_process(tmp_path):
     """SIGINT (a terminal's Ctrl-C reaches the whole process group) once the engine core is up: exit 130, and no
@@ -134,12 +137,18 @@ def test_ctrl_c_with_the_engine_running_stops_every_engine_process(tmp_path):
                             env=env, start_new_session=True)
     try:
         deadline = time.monotonic() + 1200
+        kids = []
         while time.monotonic() < deadline and proc.poll() is None:
-            kids = psutil.Process(proc.pid).children(recursive=True)
-            if any(k.name().startswith("VLLM::Worker") for k in kids):
+            try:
+                kids = psutil.Process(proc.pid).children(recursive=True)
+                if any(k.name().startswith("VLLM::") for k in kids):  # the engine core or its worker is up
+                    break
+            except psutil.NoSuchProcess:  # ended between poll() and the read
                 break
-            time.sleep(1)
-        kids = psutil.Process(proc.pid).children(recursive=True)
+            time.sleep(0.5)
+        if proc.poll() is not None:  # it ended before an engine process was seen: show why
+            out, err = proc.communicate()
+            pytest.fail(f"check_vllm.py exited {proc.returncode} before its engine was seen: {(out + err)[-1500:]}")
         assert kids, "the engine never started"
         os.killpg(proc.pid, signal.SIGINT)
         proc.communicate(timeout=300)
@@ -154,6 +163,7 @@ def test_ctrl_c_with_the_engine_running_stops_every_engine_process(tmp_path):
 
 @pytest.mark.slow  # a vLLM engine in its own venv
 @needs_venv
+@pytest.mark.xdist_group("vllm-engine")
 @pytest.mark.timeout(900)
 def test_check_torchrl_env_reports_vllm_in_the_vllm_venv():
     proc = _venv_run(str(BUNDLE / "scripts" / "check_torchrl_env.py"), "--json", timeout=900)
