@@ -386,9 +386,13 @@ def check_fixed_batch(batch=None, expected=None, current_version=6) -> str:
 
 
 def synthetic_run(log_dir, steps: int, tensorboard: bool = False):
-    """Log ``steps`` steps of metrics from a drifting synthetic batch; returns the MetricsLogger."""
+    """Log ``steps`` steps of metrics from a drifting synthetic batch; returns the MetricsLogger.
+    ``log_dir`` (a folder, required) receives the CSV and TensorBoard files; None raises
+    ValueError rather than writing a ``None/`` folder into the working directory."""
     import torch
 
+    if log_dir is None:
+        raise ValueError("synthetic_run needs log_dir: the folder its metric files are written to")
     logger = MetricsLogger(log_dir, exp_name="synthetic_grpo", tensorboard=tensorboard)
     gen = torch.Generator().manual_seed(0)
     try:
