@@ -234,6 +234,26 @@ def test_loss_actor_with_inplace_false_raises_keyerror():
     assert torch.isfinite(GRPOLoss(ex.score_for_loss(model, tok, batch.clone(), "tokens")[0], masking_strategy="sft")(batch).loss_objective)
 
 
+def test_grpo_loss_output_is_read_by_attribute_and_one_step_moves_the_weights():
+    """GRPOLoss returns a tensorclass: out.loss_objective, while out["loss_objective"] raises
+    ValueError (Invalid indexing arguments); an optimizer step on the loss moves the weights."""
+    import torch
+    from torchrl.objectives.llm import GRPOLoss
+
+    ex, tiny = _example()
+    tok = tiny.make_tokenizer()
+    model = tiny.make_causal_lm(tok)
+    _, batch = ex.score_for_loss(model, tok, ex.advantage_buffer(ex.sample_groups(model, tok, "tokens")[1], tok), "tokens")
+    out = GRPOLoss(ex.score_for_loss(model, tok, batch.clone(), "tokens")[0], masking_strategy="sft")(batch)
+    with pytest.raises(ValueError, match="Invalid indexing arguments"):
+        out["loss_objective"]
+    before = [p.detach().clone() for p in model.parameters()]
+    optim = torch.optim.Adam(model.parameters(), lr=1e-2)
+    (out.loss_objective + out.loss_entropy).backward()
+    optim.step()
+    assert sum(not torch.equal(b, p) for b, p in zip(before, model.parameters())) > 0
+
+
 def test_num_samples_layout_and_mcadvantage_groups_by_prompt_ids():
     """num_samples=N returns [n_prompts, N]; flattened prompt-major; MCAdvantage with the tensor
     prompt key ('tokens', 'prompt') groups by id values and writes (r - group mean) / group sample std."""

@@ -206,9 +206,12 @@ def check_advantage(wiring):
                               "that varies within a group (empty responses score alike: see loss-mask)")
     sr.expect(not bad, f"advantage is not normalised within each prompt's group: {'; '.join(bad[:3])}{whole}; "
                        "fix: (r - group mean) / group std per prompt, as MCAdvantage(grpo_size=N) writes it")
-    note = f"; {flat} groups have all-equal rewards (zero advantage: no learning signal from them)" if flat else ""
+    varied = len(groups) - flat
+    note = (f"; the other {flat} {'group has' if flat == 1 else 'groups have'} all-equal rewards: advantage 0 on every "
+            "row (no learning signal from them)") if flat else ""
     sr.evidence(adv.numel(), "sequence advantages checked")
-    return f"one advantage per sequence, shape [{adv.numel()}, 1, 1]; mean 0 and std 1 within each of {len(groups)} prompt groups{note}"
+    return (f"one advantage per sequence, shape [{adv.numel()}, 1, 1]; mean 0 and std 1 within each of the {varied} prompt "
+            f"{'group' if varied == 1 else 'groups'} whose rewards vary{note}")
 
 
 def _layer_parts(names) -> dict:
