@@ -101,6 +101,10 @@ class Engine:
     def __init__(self, on_abandon=None):
         self.llm = None
         self._before: dict[int, str] = {}
+        # every engine process seen since start, {pid: create_time}: a worker whose engine core
+        # died first (a Ctrl-C reaches the whole process group) is re-parented to init and is no
+        # longer our descendant; measured: one VLLM worker outlived the script that way
+        self._seen: dict[int, float] = {}
         self._on_abandon = on_abandon  # the caller's clean-up (its temporary folders), run before a forced exit
 
     def start(self, model_dir: Path, seed: int = 0):
@@ -130,6 +134,13 @@ class Engine:
 
         for sig in previous:
             signal.signal(sig, on_signal)
+        started = threading.Event()
+
+        def track():  # note the engine's processes as they appear, before any signal can orphan them
+            while not started.wait(0.25):
+                self.children()
+
+        threading.Thread(target=track, daemon=True).start()
         try:
             self.llm = LLM(
                 model=str(model_dir), tokenizer=str(model_dir), dtype="float32", seed=seed,
@@ -137,6 +148,8 @@ class Engine:
                 worker_extension_cls=WORKER_EXTENSION,
             )
         finally:
+            started.set()
+            self.children()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         return self.llm
@@ -152,10 +165,29 @@ class Engine:
         os._exit(128 + signum)
 
     def children(self) -> dict[int, str]:
-        """Descendants of this process that were not there before :meth:`start`."""
+        """Descendants of this process that were not there before :meth:`start`, and every engine
+        process seen since that still runs (the same pid and start time), re-parented or not."""
         import _processes
+        import psutil
 
-        return {pid: d for pid, d in _processes.child_processes().items() if pid not in self._before}
+        found = {pid: d for pid, d in _processes.child_processes().items() if pid not in self._before}
+        for pid in found:
+            try:
+                self._seen.setdefault(pid, psutil.Process(pid).create_time())
+            except psutil.Error:
+                continue
+        for pid, born in list(self._seen.items()):
+            if pid in found:
+                continue
+            try:
+                proc = psutil.Process(pid)
+                if proc.create_time() == born and proc.status() != psutil.STATUS_ZOMBIE:
+                    found[pid] = f"{proc.name()} (re-parented)"
+                    continue
+            except psutil.Error:
+                pass
+            del self._seen[pid]
+        return found
 
     def stop(self, grace: float = 10.0) -> dict[int, str]:
         """Shut the engine down; kill what it left; return what is still alive after ``grace`` s (``{}``: all gone)."""
