@@ -124,7 +124,7 @@ def test_vllm_run_leaves_no_process_behind(vllm_report):
 @needs_venv
 @pytest.mark.xdist_group("vllm-engine")
 @pytest.mark.timeout(1800)
-def test_ctrl_c_with_the_engine_running_stops_every_engine_process(tmp_path):
+def test_ctrl_c_with_the_engine_running_stops_every_engine_process():
     """SIGINT (a terminal's Ctrl-C reaches the whole process group) once the engine core is up: exit 130, and no
     VLLM:: process and no scratch folder of the run is left."""
     import signal
@@ -132,6 +132,12 @@ def test_ctrl_c_with_the_engine_running_stops_every_engine_process(tmp_path):
 
     import psutil
 
+    import shutil
+    import tempfile
+
+    # a short TMPDIR: vLLM binds ZMQ IPC sockets under it, and a socket path is limited to 107
+    # characters (measured: under xdist, tmp_path made it longer and the engine failed to bind)
+    tmp_path = Path(tempfile.mkdtemp(prefix="cv", dir="/tmp"))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TMPDIR": str(tmp_path)}
     proc = subprocess.Popen([str(VENV_PY), str(SCRIPT)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env, start_new_session=True)
@@ -163,6 +169,7 @@ def test_ctrl_c_with_the_engine_running_stops_every_engine_process(tmp_path):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
+        shutil.rmtree(tmp_path, ignore_errors=True)
 
 
 @pytest.mark.slow  # a vLLM engine in its own venv
