@@ -52,3 +52,9 @@ def readiness(module, observed: dict) -> bool | None:
     except Exception:  # a judge that cannot read a half-built section yet has no opinion
         return None
     return True
+
+
+def optimizer_label(o: dict) -> str:
+    """``"Adam #1 (stepped at train.py:52)"``: an optimizer as the invariant rows name it, from
+    their per-optimizer summaries (``cls``, ``n``: its order of first step, ``site``)."""
+    return f"{o['cls']} #{o['n']} (stepped at {o['site']})"

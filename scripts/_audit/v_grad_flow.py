@@ -31,7 +31,7 @@ import weakref
 
 import skill_report as sr
 
-from .evidence import need
+from .evidence import need, optimizer_label
 
 NAME = "grad-flow"
 MIN_STEPS = 4
@@ -146,30 +146,26 @@ def install(hub) -> None:
     hub.summariser(summarise)
 
 
-def _name(o: dict) -> str:
-    return f"{o['cls']} #{o['n']} (stepped at {o['site']})"
-
-
 def fault_texts(o: dict) -> list[str]:
     """The faults of one optimizer's record, each worded from the order measured."""
     out = []
     judged = max(o["judged"], 1)
     if o["cleared"] >= SHARE * judged:
         f = o["first"]["cleared"]
-        out.append(f"{_name(o)}: at {o['cleared']} of {o['judged']} steps the gradients backward() produced (at {f['backward_site'] or '?'}) "
+        out.append(f"{optimizer_label(o)}: at {o['cleared']} of {o['judged']} steps the gradients backward() produced (at {f['backward_site'] or '?'}) "
                    f"were cleared before step() (at {f['step_site']}): zero_grad() ran between them"
                    f"{' (at ' + f['zero_site'] + ')' if f['zero_site'] else ''}, so each step applied no gradient "
                    f"({f['tensors']} tensors at step {f['step']}); fix: call optimizer.zero_grad() before loss.backward(), "
                    "in the order zero_grad(), backward(), step()")
     if o["acc"] >= SHARE * judged:
         f = o["first"]["acc"]
-        out.append(f"{_name(o)}: at {o['acc']} of {o['judged']} steps backward() (at {f['backward_site'] or '?'}) added to the gradient the "
+        out.append(f"{optimizer_label(o)}: at {o['acc']} of {o['judged']} steps backward() (at {f['backward_site'] or '?'}) added to the gradient the "
                    f"previous step had used ({f['tensors']} tensors still held it, first at step {f['step']}): no zero_grad() between "
                    "step() and the next backward(), so every step applies the sum of all past gradients; "
                    "fix: call optimizer.zero_grad() before each loss.backward()")
     if o["stale"] >= SHARE * judged:
         f = o["first"]["stale"]
-        out.append(f"{_name(o)}: {o['stale']} of {o['judged']} steps came with no backward() since the previous step "
+        out.append(f"{optimizer_label(o)}: {o['stale']} of {o['judged']} steps came with no backward() since the previous step "
                    f"({f['tensors']} tensors, first at step {f['step']}, step() at {f['step_site']}): each re-applies an old gradient; "
                    "fix: call step() once per backward()")
     return out
@@ -188,7 +184,7 @@ def judge(obs: dict) -> str:
     if not judged:
         raise sr.CheckSkipped("no optimizer stepped twice")
     return "; ".join(
-        f"{_name(o)}: {o['fresh_all']} of {o['judged']} steps had a fresh gradient (written by backward() since the previous step) "
+        f"{optimizer_label(o)}: {o['fresh_all']} of {o['judged']} steps had a fresh gradient (written by backward() since the previous step) "
         f"on all {o['tensors']} tensors"
         + (f" (at the others some tensors had no gradient and the step left them alone: a loss term that trains them every few steps)"
            if o["fresh_all"] < o["judged"] else "")

@@ -26,7 +26,7 @@ import statistics
 
 import skill_report as sr
 
-from .evidence import need
+from .evidence import need, optimizer_label
 
 NAME = "learning-rate"
 MIN_STEPS = 4
@@ -130,10 +130,6 @@ def install(hub) -> None:
     hub.summariser(summarise)
 
 
-def _name(o: dict) -> str:
-    return f"{o['cls']} #{o['n']} (stepped at {o['site']})"
-
-
 def judge(obs: dict) -> str:
     sec = obs["sections"].get(NAME, {})
     opts = [o for o in sec.get("optimizers", []) if o["steps"]]
@@ -145,29 +141,29 @@ def judge(obs: dict) -> str:
         if o["bad"]:
             b = o["bad"]
             by = f", after {b['sched']}" if b["sched"] else ""
-            faults.append(f"{_name(o)}: lr of group {b['group']} was {b['lr']:g} at step {b['step']} of {o['steps']}{by} (first {o['first'][b['group']]:g}): "
+            faults.append(f"{optimizer_label(o)}: lr of group {b['group']} was {b['lr']:g} at step {b['step']} of {o['steps']}{by} (first {o['first'][b['group']]:g}): "
                           "a step with lr 0 trains nothing and a negative lr climbs the loss; fix: keep the schedule above 0 "
                           "(a LambdaLR factor max(1 - t / total, 0.0) with total counting the steps you take, or a min lr)")
         elif o["collapsed"]:
             c = o["collapsed"]
-            faults.append(f"{_name(o)}: lr of group {c['group']} fell to {c['lr']:.3g} at step {c['step']} of {o['steps']} "
+            faults.append(f"{optimizer_label(o)}: lr of group {c['group']} fell to {c['lr']:.3g} at step {c['step']} of {o['steps']} "
                           f"({c['lr'] / c['first']:.2g} of its first value {c['first']:g}){', after ' + c['sched'] if c['sched'] else ''}: "
                           "later steps move nothing; fix: make the schedule's horizon the number of steps the run takes")
         if o["signed"] >= MIN_SIGNED and o["ascent"] > 0.5 * o["signed"]:
-            faults.append(f"{_name(o)}: at {o['ascent']} of {o['signed']} sampled steps the update went up the gradient "
+            faults.append(f"{optimizer_label(o)}: at {o['ascent']} of {o['signed']} sampled steps the update went up the gradient "
                           f"(median cosine of update and gradient {statistics.median(o['cos']):+.2f}; a descent step gives < 0) with lr {o['last'][0]:g}: "
                           "the step climbs the loss; fix: a positive lr (and maximize=False unless you maximize)")
         if o["still"] >= MIN_SIGNED and not o["moved"] and all(lr > 0 for lr in o["last"] if math.isfinite(lr)):
-            faults.append(f"{_name(o)}: with lr {o['last'][0]:g} and nonzero gradients its tensors did not change at {o['still']} sampled steps")
+            faults.append(f"{optimizer_label(o)}: with lr {o['last'][0]:g} and nonzero gradients its tensors did not change at {o['still']} sampled steps")
         if o["signed"]:
             ratios = [r for r in o["ratio"] if r is not None]
             size = f", update rms {statistics.median(ratios):.2g} x lr" if ratios else ""
             lr = ", ".join(f"{a:g} -> {b:g}" for a, b in zip(o["first"], o["last"]))
-            notes.append(f"{_name(o)}: lr {lr} over {o['steps']} steps (finite, > 0); {o['signed'] - o['ascent']} of {o['signed']} sampled "
+            notes.append(f"{optimizer_label(o)}: lr {lr} over {o['steps']} steps (finite, > 0); {o['signed'] - o['ascent']} of {o['signed']} sampled "
                          f"updates descend the gradient (median cosine {statistics.median(o['cos']):+.2f}){size}")
     if faults:
         raise sr.CheckFailed(" | ".join(faults))
     if not notes:
         raise sr.CheckSkipped("no sampled step had both a gradient and an update to compare (" +
-                              ", ".join(f"{_name(o)}: {o['steps']} steps" for o in opts) + ")")
+                              ", ".join(f"{optimizer_label(o)}: {o['steps']} steps" for o in opts) + ")")
     return "; ".join(notes)
