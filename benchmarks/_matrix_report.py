@@ -5,7 +5,8 @@
 - ``scripts/stack_lines.json``: what the scripts read at run time: per line the stack run,
   its pip install time and a one-line summary (the ``stack:version`` row), and per torchrl
   release the torch releases its compiled extension loads with (check_torchrl_env.py);
-- the generated block of ``references/backend-compatibility.md``.
+- the generated block of ``README.md`` ("Version matrix"), for people: its run dates, timings and
+  counts change with every run, so agent-facing references point to the JSON instead.
 """
 
 from __future__ import annotations
@@ -205,7 +206,7 @@ def write(cache: Path, root: Path, defined: dict | None = None) -> None:
         "extension": {"how": abi.get("how", ""), "date": abi.get("date"), "torchrl": abi.get("torchrl", {})},
     }
     (root / "scripts" / "stack_lines.json").write_text(json.dumps(stack, indent=1) + "\n")
-    md = root / "references" / "backend-compatibility.md"
+    md = root / "README.md"
     text = md.read_text()
     block = render(lines, abi, root, defined)
     if BEGIN in text:

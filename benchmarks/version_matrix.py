@@ -26,7 +26,7 @@ release the registry does not serve yet runs on its nightly, named as its ``stan
 
 Results go to the cache (``results-<line>-<group>.json``); ``--write`` gathers them into
 scripts/stack_lines.json (read by the scripts' first row and check_torchrl_env.py) and the
-generated block of references/backend-compatibility.md, keeping lines the cache lacks from
+generated block of README.md, keeping lines the cache lacks from
 benchmarks/version_matrix.json. ``--adopt 0.15.0`` moves a stand-in line to its release once
 the registry serves it: checks that pip can download it, rewrites the line's pins
 (the newest tensordict of the line), runs every group on it and writes. It measures; no
@@ -339,7 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--workers", type=int, default=1, help="pytest-xdist workers per line (default: 1)")
     parser.add_argument("--strict", action="store_true", help="exit 1 when anything in the groups run failed (CI)")
     parser.add_argument("--write", action="store_true", help="only gather cached results into scripts/stack_lines.json "
-                        "and references/backend-compatibility.md (runs nothing)")
+                        "and README.md (runs nothing)")
     return parser
 
 
@@ -370,7 +370,7 @@ def main(argv=None) -> int:
         log(f"{failed} item(s) failed (listed above)")
     if args.adopt:
         mr.write(args.cache, ROOT, envs.LINES)
-        log("written: scripts/stack_lines.json, references/backend-compatibility.md, benchmarks/version_matrix.json")
+        log("written: scripts/stack_lines.json, README.md, benchmarks/version_matrix.json")
         if args.as_verified:
             changed = move_verified(envs.LINES[args.lines[0]])
             log(f"verified stack moved in {', '.join(changed)}; now: pip install -r requirements.txt && python -m pytest, "
