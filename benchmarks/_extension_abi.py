@@ -115,7 +115,7 @@ def short_error(error: str | None) -> str | None:
 def measure(torchrl_wheels: list[Path], envs: list[TorchEnv], work: Path, log=print, labels: dict | None = None) -> dict:
     """``{torchrl version: {"loads": [torch...], "fails": {torch: error}}}`` for every pair.
     ``labels`` names a wheel by another version (a nightly's ``2026.10.27`` as
-    ``0.15.0.dev20261027``, the form scripts/_stack.py reads it in); default: its file name's."""
+    ``0.15.0.dev20261027``, the form src/torchrl_skill/stack/probe.py reads it in); default: its file name's."""
     out: dict[str, dict] = {}
     for wheel in sorted(torchrl_wheels):
         version = (labels or {}).get(wheel) or wheel.name.split("-")[1]

@@ -19,8 +19,7 @@ import traceback
 from pathlib import Path
 
 BUNDLE = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(BUNDLE / "scripts"))
-sys.path.insert(0, str(BUNDLE / "sub-skills" / "llm-vla-and-services" / "scripts"))
+sys.path.insert(0, str(BUNDLE / "src"))  # the bundle's package
 PROMPTS = ["What is 2+2?", "Say hi."]
 
 
@@ -54,8 +53,8 @@ def part_collector(out: dict) -> None:
 
 
 def _model_dir(seed: int, scratch: Path):
-    import _tiny_llm as tiny
-    import _vllm_engine as ve
+    from torchrl_skill.checks.llm import tiny_llm as tiny
+    from torchrl_skill.checks.llm import vllm_engine as ve
 
     tok = tiny.make_tokenizer()
     model = ve.make_model(tok, seed)

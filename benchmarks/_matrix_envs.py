@@ -33,7 +33,7 @@ LINES_PATH = Path(__file__).resolve().parent / "_matrix_lines.json"
 class Line:
     """One release line: the newest torchrl and tensordict of the line on the registry, and the
     torch release it is run with (one whose torch ABI its compiled extension loads
-    with, measured by :mod:`benchmarks._extension_abi`; see scripts/stack_lines.json).
+    with, measured by :mod:`benchmarks._extension_abi`; see src/torchrl_skill/data/stack_lines.json).
     ``torchrl_dist`` is ``torchrl-nightly`` where a nightly stands in for the line's release
     (``stand_in`` says which and why); it is installed with ``--no-deps``, since it asks
     for ``tensordict-nightly`` and the line's tensordict release is installed instead."""
@@ -67,7 +67,7 @@ def load_lines(path: Path = LINES_PATH) -> dict[str, Line]:
 
 
 # torch per line: torchrl 0.11.1 to 0.13.3 load with torch 2.10, 2.11 and 2.12, 0.14.x with
-# 2.14 only (scripts/stack_lines.json). The older lines are spread over those three; 2.10
+# 2.14 only (src/torchrl_skill/data/stack_lines.json). The older lines are spread over those three; 2.10
 # (CUDA 12 libraries: a 3.5 GB heavier install over the CUDA 13 base) goes to 0.12, so that
 # the oldest line, 0.11, installs quickly enough to run in CI. 0.15 runs on 2.14.1, which the
 # nightly's extension loads with.
@@ -102,14 +102,14 @@ def venv_python(cache: Path, line: str) -> Path:
 
 def installed(python: Path | str) -> dict[str, str | None]:
     """``{"torch", "tensordict", "torchrl"}`` versions as ``python`` sees them, read by the
-    bundle's own detection (scripts/_stack.py: whatever the distribution is called, a
+    bundle's own detection (src/torchrl_skill/stack/probe.py: whatever the distribution is called, a
     nightly as its line's pre-release), plus ``"raw"``: ``{dist: (distribution, version)}``."""
-    scripts = Path(__file__).resolve().parent.parent / "scripts"
-    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import _stack\n"
+    src = Path(__file__).resolve().parent.parent / "src"
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); from torchrl_skill.stack import probe as _stack\n"
             "out = {d: _stack.installed_version(d) for d in _stack.STACK}\n"
             "out['raw'] = {d: (f.dist, f.raw) for d in _stack.STACK for f in [_stack.detect(d)] if f}\n"
             "print(json.dumps(out))")
-    out = subprocess.run([str(python), "-c", code, str(scripts)], capture_output=True, text=True, timeout=120, check=True)
+    out = subprocess.run([str(python), "-c", code, str(src)], capture_output=True, text=True, timeout=120, check=True)
     return json.loads(out.stdout)
 
 

@@ -2,7 +2,7 @@
 
 - ``benchmarks/version_matrix.json``: everything measured, per line and group (what passed,
   what failed or was skipped and why), read by benchmarks/stamp_versions.py;
-- ``scripts/stack_lines.json``: what the scripts read at run time: per line the stack run,
+- ``src/torchrl_skill/data/stack_lines.json``: what the scripts read at run time: per line the stack run,
   its pip install time and a one-line summary (the ``stack:version`` row), and per torchrl
   release the torch releases its compiled extension loads with (check_torchrl_env.py);
 - the generated block of ``README.md`` ("Version matrix"), for people: its run dates, timings and
@@ -81,7 +81,7 @@ def cited_by(root: Path) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
     """``({proof node: error-index ids}, {proof node: reference files})``: who names each proof."""
     trigger = "tests/test_error_index.py::test_trigger_raises_the_real_error_and_the_index_ranks_it_first[{}]"
     entries: dict[str, list[str]] = {}
-    for e in json.loads((root / "scripts" / "error_index.json").read_text())["entries"]:
+    for e in json.loads((root / "src" / "torchrl_skill" / "data" / "error_index.json").read_text())["entries"]:
         proof = e.get("proof", "")
         node = trigger.format(e["id"]) if proof.startswith("tests/error_triggers/") else proof
         if node:
@@ -205,7 +205,7 @@ def write(cache: Path, root: Path, defined: dict | None = None) -> None:
         "first_released": {name: d.first_released for name, d in defined.items() if d.first_released},
         "extension": {"how": abi.get("how", ""), "date": abi.get("date"), "torchrl": abi.get("torchrl", {})},
     }
-    (root / "scripts" / "stack_lines.json").write_text(json.dumps(stack, indent=1) + "\n")
+    (root / "src" / "torchrl_skill" / "data" / "stack_lines.json").write_text(json.dumps(stack, indent=1) + "\n")
     md = root / "README.md"
     text = md.read_text()
     block = render(lines, abi, root, defined)

@@ -1,4 +1,4 @@
-"""Build scripts/upstream_index.json from a pytorch/rl clone: what each torchrl release lacks.
+"""Build src/torchrl_skill/data/upstream_index.json from a pytorch/rl clone: what each torchrl release lacks.
 
 Facts only, read from git and from the released wheels: no commit titles, no upstream
 prose, no code. For every bug-fix commit (subject tagged ``[BugFix]``) after the oldest
@@ -38,7 +38,7 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "scripts" / "upstream_index.json"
+OUT = ROOT / "src" / "torchrl_skill" / "data" / "upstream_index.json"
 SCHEMA = "torchrl-skill.upstream-index/1"
 TAG_RE = re.compile(r"^v(\d+)\.(\d+)\.(\d+)$")
 PR_RE = re.compile(r"\(#(\d+)\)\s*$")

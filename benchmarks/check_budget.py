@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-import skill_report  # noqa: E402
+sys.path.insert(0, str(ROOT / "src"))  # the bundle's package
+from torchrl_skill.report import skill_report  # noqa: E402
 
 EXAMPLE = "python benchmarks/check_budget.py --repeat 3 --only objectives-and-training"
 EXIT_CODES = (

@@ -2,7 +2,7 @@
 
 Mechanical and re-runnable (run it again after merging new entries):
 
-- ``scripts/error_index.json``: every entry gets one line after its ``"versions"`` line,
+- ``src/torchrl_skill/data/error_index.json``: every entry gets one line after its ``"versions"`` line,
   ``"since": ..., "until": ..., "verified_on": [...]`` (the line is replaced when present;
   nothing else in the file is touched). ``since``/``until`` are read from the ``versions``
   text (``torchrl 0.11.0 and later`` -> since 0.11.0; ``fixed in 0.11.0 and 0.14`` -> until
@@ -10,7 +10,7 @@ Mechanical and re-runnable (run it again after merging new entries):
   plus each line's torchrl on which the version matrix ran the entry's proof (its trigger
   through tests/test_error_index.py, or its named test) and it passed. An entry that cannot
   be reproduced here (``unreproducible``) gets no ``verified_on``.
-- ``sub-skills/development-and-testing/scripts/api_changes.json``: every row gets
+- ``src/torchrl_skill/data/api_changes.json``: every row gets
   ``verified_on``: the verified torchrl plus each line where ``_versions.check_rows`` held.
 
 Reads benchmarks/version_matrix.json (written by ``version_matrix.py --write``).
@@ -25,11 +25,12 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-from _stack import VERIFIED, _release  # noqa: E402
+sys.path.insert(0, str(ROOT / "src"))  # the bundle's package
+from torchrl_skill.stack.probe import VERIFIED, _release  # noqa: E402
+from torchrl_skill import data  # noqa: E402
 
-INDEX = ROOT / "scripts" / "error_index.json"
-TABLE = ROOT / "sub-skills" / "development-and-testing" / "scripts" / "api_changes.json"
+INDEX = data.ERROR_INDEX
+TABLE = data.API_CHANGES
 MATRIX = ROOT / "benchmarks" / "version_matrix.json"
 TRIGGER_NODE = "tests/test_error_index.py::test_trigger_raises_the_real_error_and_the_index_ranks_it_first[{}]"
 VERSION = r"(\d+\.\d+(?:\.\d+)?)"

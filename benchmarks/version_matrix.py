@@ -19,13 +19,13 @@ release the registry does not serve yet runs on its nightly, named as its ``stan
   kept: what passed, what failed, and what was not run because the line lacks a module,
   name, class member or keyword a newer line has (the honest coverage of the line);
 - ``rows``: every api_changes.json row judged against the installed library
-  (scripts/_versions.py ``check_rows``: does the old name or keyword exist where the row's
+  (torchrl_skill.stack.versions ``check_rows``: does the old name or keyword exist where the row's
   versions say it does?);
 - ``abi``: which torch releases each cached torchrl wheel's compiled extension loads with
   (benchmarks/_extension_abi.py).
 
 Results go to the cache (``results-<line>-<group>.json``); ``--write`` gathers them into
-scripts/stack_lines.json (read by the scripts' first row and check_torchrl_env.py) and the
+src/torchrl_skill/data/stack_lines.json (read by the scripts' first row and check_torchrl_env.py) and the
 generated block of README.md, keeping lines the cache lacks from
 benchmarks/version_matrix.json. ``--adopt 0.15.0`` moves a stand-in line to its release once
 the registry serves it: checks that pip can download it, rewrites the line's pins
@@ -91,7 +91,7 @@ def snapshot(cache: Path) -> tuple[Path, str]:
     """The bundle at HEAD, exported once per commit under the cache: ``(folder, sha)``."""
     sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
     dest = cache / "src" / sha[:12]
-    if not (dest / "scripts").is_dir():
+    if not (dest / "src").is_dir():
         dest.mkdir(parents=True, exist_ok=True)
         archive = subprocess.run(["git", "-C", str(ROOT), "archive", "HEAD"], capture_output=True, check=True).stdout
         subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
@@ -105,13 +105,13 @@ def child_env() -> dict:
 
 def proof_nodes(src: Path) -> list[str]:
     """Every test a proof names: error-index ``proof`` fields and the tests tests/proofs.json lists."""
-    sys.path.insert(0, str(src / "scripts"))
+    sys.path.insert(0, str(src / "src"))
     try:
-        import _versions
+        from torchrl_skill.stack import versions as _versions
 
         return _versions.proof_nodes(src)
     finally:
-        sys.path.remove(str(src / "scripts"))
+        sys.path.remove(str(src / "src"))
 
 
 def run_pytest(python: str, src: Path, nodes: list[str], out: Path, timeout: int, workers: int = 1) -> dict:
@@ -169,8 +169,8 @@ def run_checks_rows(python: str, src: Path) -> dict:
 
 
 def run_rows(python: str, src: Path) -> dict:
-    """``{row label: "passed" | "failed: why"}`` from scripts/_versions.py check_rows, run in the line's env."""
-    code = "import json, sys; sys.path.insert(0, 'scripts'); import _versions; print('ROWS ' + json.dumps(_versions.check_rows()))"
+    """``{row label: "passed" | "failed: why"}`` from torchrl_skill.stack.versions.check_rows, run in the line's env."""
+    code = "import json, sys; sys.path.insert(0, 'src'); from torchrl_skill.stack import versions; print('ROWS ' + json.dumps(versions.check_rows()))"
     proc = subprocess.run([python, "-c", code], cwd=src, env=child_env(), capture_output=True, text=True, timeout=900)
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("ROWS ")), None)
     if line is None:
@@ -296,7 +296,7 @@ def adopt(version: str, cache: Path) -> str:
 
 def move_verified(line: envs.Line, root: Path = ROOT) -> list[str]:
     """Rewrite the verified stack's pins to ``line``'s (torch, tensordict, torchrl): the three
-    pins of requirements.txt, ``VERIFIED`` in scripts/_stack.py and the ``torchrl-version`` /
+    pins of requirements.txt, ``VERIFIED`` in src/torchrl_skill/stack/probe.py and the ``torchrl-version`` /
     ``tensordict-version`` metadata of every SKILL.md. Returns the files changed. What
     follows is the verification itself: ``pip install -r requirements.txt``, ``python -m
     pytest``, then the provenance block of references/repo-provenance.md."""
@@ -304,7 +304,7 @@ def move_verified(line: envs.Line, root: Path = ROOT) -> list[str]:
         raise RuntimeError(f"line {line.name} runs on a nightly stand-in; adopt its release first")
     pins = {"torch": line.torch, "tensordict": line.tensordict, "torchrl": line.torchrl}
     edits = [(root / "requirements.txt", [(rf"(?m)^{d}==\S+$", f"{d}=={v}") for d, v in pins.items()]),
-             (root / "scripts" / "_stack.py", [(r'(?m)^VERIFIED = \{.*\}$', "VERIFIED = " + json.dumps(pins))])]
+             (root / "src" / "torchrl_skill" / "stack" / "probe.py", [(r'(?m)^VERIFIED = \{.*\}$', "VERIFIED = " + json.dumps(pins))])]
     edits += [(md, [(r'(?m)^(  torchrl-version: )"[^"]*"$', rf'\g<1>"{line.torchrl}"'),
                     (r'(?m)^(  tensordict-version: )"[^"]*"$', rf'\g<1>"{line.tensordict}"')])
               for md in sorted([root / "SKILL.md", *root.glob("sub-skills/*/SKILL.md")])]
@@ -333,12 +333,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--adopt", metavar="VERSION", help="move VERSION's line (e.g. 0.15.0) from its stand-in to the "
                         "release, run every group on it and write (implies --lines LINE --write)")
     parser.add_argument("--as-verified", action="store_true", help="with --adopt: also move the verified stack's pins "
-                        "(requirements.txt, scripts/_stack.py VERIFIED, SKILL.md metadata) to that line")
+                        "(requirements.txt, src/torchrl_skill/stack/probe.py VERIFIED, SKILL.md metadata) to that line")
     parser.add_argument("--groups", nargs="+", choices=GROUPS, default=list(GROUPS))
     parser.add_argument("--cache", type=Path, default=envs.DEFAULT_CACHE, help=f"default: {envs.DEFAULT_CACHE}")
     parser.add_argument("--workers", type=int, default=1, help="pytest-xdist workers per line (default: 1)")
     parser.add_argument("--strict", action="store_true", help="exit 1 when anything in the groups run failed (CI)")
-    parser.add_argument("--write", action="store_true", help="only gather cached results into scripts/stack_lines.json "
+    parser.add_argument("--write", action="store_true", help="only gather cached results into src/torchrl_skill/data/stack_lines.json "
                         "and README.md (runs nothing)")
     return parser
 
@@ -370,7 +370,7 @@ def main(argv=None) -> int:
         log(f"{failed} item(s) failed (listed above)")
     if args.adopt:
         mr.write(args.cache, ROOT, envs.LINES)
-        log("written: scripts/stack_lines.json, README.md, benchmarks/version_matrix.json")
+        log("written: src/torchrl_skill/data/stack_lines.json, README.md, benchmarks/version_matrix.json")
         if args.as_verified:
             changed = move_verified(envs.LINES[args.lines[0]])
             log(f"verified stack moved in {', '.join(changed)}; now: pip install -r requirements.txt && python -m pytest, "

@@ -198,7 +198,7 @@ def observed_for(run: Run, observed: dict) -> dict:
 def observe(run: Run) -> dict:
     """Audit ``run`` for real (a child process, torchrl instrumented, bounded by its
     --max-frames) and return its recording: ``{"argv", "max_frames", "observed"}``."""
-    from _audit import runner
+    from torchrl_skill.audit import runner
 
     outcome = runner.run(str(AUDIT / run.target), list(run.argv), 300.0, run.max_frames)
     if not outcome.observed:
@@ -212,9 +212,9 @@ def load_recorded() -> dict:
 
 def verdict(run: Run, observed: dict) -> tuple[str, str]:
     """``(status, detail)`` of ``run.detector``'s row on ``observed``: pass, fail, short or skip."""
-    import audit_run
-    import skill_report as sr
-    from _audit.evidence import Short
+    from torchrl_skill.audit import cli as audit_run
+    from torchrl_skill.report import skill_report as sr
+    from torchrl_skill.audit.evidence import Short
 
     module = next(m for m in audit_run.MODULES if m.NAME == run.detector)
     try:

@@ -23,8 +23,7 @@ import pytest
 BUNDLE = Path(__file__).resolve().parent.parent
 TESTS = BUNDLE / "tests"
 FIXTURES = TESTS / "fixtures"
-sys.path.insert(0, str(BUNDLE / "scripts"))
-sys.path.insert(0, str(TESTS))
+# src/ (the torchrl_skill package) and tests/ are on sys.path through pytest.ini's ``pythonpath``.
 os.environ.setdefault("TORCHRL_CONSOLE_STREAM", "stderr")
 # The tests reproduce torchrl's default behaviour, which warns: RL_WARNINGS=0 in a developer's
 # shell turns off the warnings four of them prove ("No target network updater ...", the
@@ -40,9 +39,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
-import skill_report  # noqa: E402
+from torchrl_skill.report import skill_report  # noqa: E402
 import zygote  # noqa: E402
-from _audit import runner as _audit_runner  # noqa: E402
+from torchrl_skill.audit import runner as _audit_runner  # noqa: E402
 
 SCRIPTS = skill_report.discover_scripts(BUNDLE)
 
@@ -56,7 +55,7 @@ _AUDIT_ZYGOTE = zygote.Zygote(PRELOAD, dict(os.environ))
 
 
 def _start_audited_child(config: Path, log: Path, env: dict) -> zygote.Forked:
-    return _AUDIT_ZYGOTE.start([str(_audit_runner.CHILD), str(config)], cwd=os.getcwd(), env=env,
+    return _AUDIT_ZYGOTE.start([*_audit_runner.CHILD_ARGS, str(config)], cwd=os.getcwd(), env=env,
                                stdout=str(log), stderr=str(log))
 
 
@@ -78,11 +77,25 @@ def script_path(rel: str) -> Path:
     return path
 
 
+# sub-skill folder -> its package under torchrl_skill.checks (a private helper "AREA/_name" is
+# torchrl_skill.checks.PKG.name)
+CHECK_PACKAGES = {"envs-and-transforms": "envs", "collectors-and-replay": "collectors", "modules-and-policies": "modules",
+                  "objectives-and-training": "objectives", "llm-vla-and-services": "llm",
+                  "development-and-testing": "development"}
+
+
 def load_module(path: Path | str):
-    """Import a bundle script or private module by its plain name, its folder on sys.path
-    (the way the scripts import their siblings, and the way the all-checks runner loads
-    them, so spawned workers can unpickle module-level classes)."""
+    """The module behind a bundle script: ``"AREA/name"`` or an entry point's path -> the
+    package module it runs (``skill_report.entry_module``), the one the all-checks runner
+    imports, so spawned workers can unpickle module-level classes; ``"AREA/_helper"`` -> the
+    helper in ``torchrl_skill.checks.PKG``. Any other file (a fixture) is imported by its
+    plain name, its folder on sys.path, as a user's file is."""
+    if isinstance(path, str) and path.partition("/")[2].startswith("_"):
+        area, _, name = path.partition("/")
+        return importlib.import_module(f"torchrl_skill.checks.{CHECK_PACKAGES[area]}.{name[1:]}")
     path = script_path(path) if isinstance(path, str) else Path(path)
+    if path.resolve() in {p.resolve() for p in SCRIPTS}:
+        return importlib.import_module(skill_report.entry_module(path))
     folder = str(path.parent)
     if folder not in sys.path:
         sys.path.insert(0, folder)

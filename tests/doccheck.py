@@ -30,9 +30,10 @@ from pathlib import Path
 
 import yaml
 from conftest import BUNDLE, load_module, run_python
+from torchrl_skill import data
 from markdown_it import MarkdownIt
 
-API_CHANGES = BUNDLE / "sub-skills" / "development-and-testing" / "scripts" / "api_changes.json"
+API_CHANGES = data.API_CHANGES
 VOCAB_EXTRA = BUNDLE / "tests" / "data" / "vocabulary_extra.txt"
 BLOCK_RUNNER = BUNDLE / "tests" / "run_md_blocks.py"
 MAX_NOT_RUN_PER_FILE = 4
@@ -262,7 +263,7 @@ def removed_names() -> frozenset:
 
 
 # One resolver for dotted names, the bundle's own (scan_api_drift.py uses it too).
-api_table = load_module(BUNDLE / "sub-skills" / "development-and-testing" / "scripts" / "_api_table.py")
+from torchrl_skill.checks.development import api_table  # noqa: E402
 
 
 @functools.lru_cache(maxsize=None)
@@ -293,7 +294,7 @@ def bundle_script_names() -> frozenset:
     """Module-level functions and classes the bundle's own scripts define (docs may name
     them: ``compute_metrics`` in a script is as real as a torchrl name)."""
     names: set[str] = set()
-    for path in sorted((BUNDLE / "scripts").glob("*.py")) + sorted((BUNDLE / "sub-skills").glob("*/scripts/*.py")):
+    for path in sorted((BUNDLE / "src").rglob("*.py")):
         try:
             tree = ast.parse(path.read_text())
         except SyntaxError:
@@ -754,7 +755,7 @@ def script_description(path: Path) -> str:
 
 def render_script_table(root: Path = BUNDLE) -> str:
     """The README's generated block: one row per bundled script, in discovery order."""
-    import skill_report
+    from torchrl_skill.report import skill_report
 
     rows = ["| Script | What it does |", "| --- | --- |"]
     for path in skill_report.discover_scripts(root):

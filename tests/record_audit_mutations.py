@@ -5,7 +5,7 @@
     python tests/record_audit_mutations.py --missing       runs not recorded yet, or recorded with other arguments
     python tests/record_audit_mutations.py --readme        rewrite the table in tests/README.md from the recordings
 
-Each run is a real audit (scripts/_audit/runner.py: the fixture in a child process with
+Each run is a real audit (src/torchrl_skill/audit/runner.py: the fixture in a child process with
 torchrl instrumented, bounded by --max-frames); what its detector's judge reads is merged
 into tests/fixtures/audit/mutations/recorded.json, and the verdict is printed beside the
 expected one. Re-record after changing what a detector's probe records; the test suite
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent / "scripts")]
+sys.path[:0] = [str(HERE), str(HERE.parent / "src")]
 
 import audit_mutations as am  # noqa: E402
 

@@ -3,7 +3,7 @@
     python tests/render_docs.py          rewrite every stale block
     python tests/render_docs.py --check  exit 1 naming each stale page (what the tests run)
 
-Blocks: each troubleshooting*.md from scripts/error_index.json (scripts/_error_index.py; an
+Blocks: each troubleshooting*.md from src/torchrl_skill/data/error_index.json (src/torchrl_skill/explain/error_index.py; an
 area split over several pages by the entries' ``page`` field gets its new page created),
 and README.md's script table from each script's --help (tests/doccheck.py).
 """
@@ -16,9 +16,9 @@ from pathlib import Path
 
 BUNDLE = Path(__file__).resolve().parent.parent
 README = BUNDLE / "README.md"
-sys.path.insert(0, str(BUNDLE / "scripts"))
+sys.path.insert(0, str(BUNDLE / "src"))
 sys.path.insert(0, str(BUNDLE / "tests"))
-import _error_index as ei  # noqa: E402
+from torchrl_skill.explain import error_index as ei  # noqa: E402
 import doccheck  # noqa: E402
 
 

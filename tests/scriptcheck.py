@@ -17,8 +17,9 @@ from pathlib import Path
 
 import jsonschema
 from conftest import BUNDLE, load_module, run_python, script_id
+from torchrl_skill import data
 
-SCHEMA = json.loads((BUNDLE / "scripts" / "report.schema.json").read_text())
+SCHEMA = json.loads(data.REPORT_SCHEMA.read_text())
 HIDE_TORCHRL = (
     "import runpy, sys; sys.modules['torchrl'] = None; p = sys.argv[1]; sys.argv = sys.argv[1:]; "
     "runpy.run_path(p, run_name='__main__')"
@@ -126,16 +127,23 @@ def check_text_run_in_process(script: Path) -> list[str]:
     return _text_run_problems(code, out.getvalue(), left)
 
 
+def body_file(script: Path) -> Path:
+    """The package module file an entry point runs (src/torchrl_skill/...py): the script's body."""
+    from torchrl_skill.report import skill_report
+
+    return BUNDLE / "src" / (skill_report.entry_module(script).replace(".", "/") + ".py")
+
+
 def check_no_bare_assert(script: Path) -> list[str]:
-    tree = ast.parse(script.read_text())
+    tree = ast.parse(body_file(script).read_text())
     lines = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Assert)]
     return [f"bare assert (stripped by python -O) at lines {lines}; use skill_report.expect"] if lines else []
 
 
 def check_structure(script: Path) -> list[str]:
     """Module-level torch/tensordict/torchrl imports break the exit-2 probe; the runner
-    needs build_parser/run_checks/main."""
-    tree = ast.parse(script.read_text())
+    needs build_parser/run_checks/main (in the body the entry point runs)."""
+    tree = ast.parse(body_file(script).read_text())
     problems = []
     names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
     for fn in ("build_parser", "run_checks", "main"):

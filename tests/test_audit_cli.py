@@ -253,7 +253,7 @@ def test_the_rows_table_names_every_row_the_auditor_prints():
 
 def test_info_rows_are_ratios_of_the_run_counters():
     audit_run = load_module(SCRIPT)
-    from _audit import i_update_to_data as utd
+    from torchrl_skill.audit import i_update_to_data as utd
 
     meta = {"frames": 1000, "optimizer_steps": 50, "first_frame_s": 1.0, "last_frame_s": 3.0}
     assert utd.judge({"meta": meta, "sections": {}}).startswith("0.05 optimizer steps per frame (50 steps / 1000 frames)")
@@ -268,7 +268,7 @@ def test_info_rows_are_ratios_of_the_run_counters():
 
 def test_update_to_data_references_name_real_loss_classes():
     import torchrl.objectives as objectives
-    from _audit import i_update_to_data as utd
+    from torchrl_skill.audit import i_update_to_data as utd
 
     names = set().union(*(classes for classes, *_ in utd.REFERENCES))
     assert {n for n in names if not hasattr(objectives, n)} == set()
@@ -290,7 +290,7 @@ def test_without_max_frames_the_run_stops_once_every_verdict_is_in():
 
 
 def test_a_report_of_nothing_audited_exits_5_unless_a_row_failed(capsys):
-    import skill_report as sr
+    from torchrl_skill.report import skill_report as sr
 
     report = sr.Report(str(SCRIPT))
     report.add("training", "skip", "no optimizer stepped in 1000 frames")
@@ -318,7 +318,7 @@ def test_a_group_of_zombies_is_not_alive_and_a_running_member_is():
     every audit wait 1-2 s in ``_stop_all``. Both sides: an exited leader that is not reaped,
     and a leader still running."""
     import psutil
-    from _audit import runner
+    from torchrl_skill.audit import runner
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
     live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)
@@ -337,7 +337,7 @@ def test_a_group_of_zombies_is_not_alive_and_a_running_member_is():
 def test_the_resource_tracker_is_named_by_its_whole_command_line():
     # its command line is `python -B -c "from multiprocessing.resource_tracker import main; ..."`:
     # the name is in the 4th word, which a prefix of the command line missed
-    from _audit import runner
+    from torchrl_skill.audit import runner
 
     code = "from multiprocessing import resource_tracker; import time; resource_tracker.ensure_running(); time.sleep(300)"
     proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)

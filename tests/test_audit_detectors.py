@@ -15,7 +15,7 @@ import functools
 import re
 
 import pytest
-import skill_report as sr
+from torchrl_skill.report import skill_report as sr
 from conftest import BUNDLE, FIXTURES, load_module, rows, run_main
 
 AUDIT = FIXTURES / "audit"
@@ -121,7 +121,7 @@ def test_own_statistics_spare_envs_stepped_alike_or_frozen():
     (never rolled out with a policy by the user), a frozen snapshot, the training statistics
     themselves, another base env; and the case it must keep: an evaluation env however often
     it was stepped, read when it was rolled out."""
-    from _audit import d_transforms as transforms
+    from torchrl_skill.audit import d_transforms as transforms
 
     def env(steps, stats, frozen=False, rolled_out=True, base="GymEnv"):
         return {"site": "envs.py:3", "steps": steps, "base_cls": base, "rolled_out": rolled_out,
@@ -141,7 +141,7 @@ def test_time_limit_broken_and_fixed():
     detail = fails(path / "broken.py", "time-limit", "--max-frames", "300", says=["`terminated` at exactly step 20", "StepCounter(max_steps=20)"])
     passes(path / "fixed.py", "time-limit", "--max-frames", "300", says=["truncated (lengths 20"])
     # how to decide, and the cause as the error index words it (written once, read here)
-    import _error_index
+    from torchrl_skill.explain import error_index as _error_index
 
     entry = _error_index.by_id()["time-limit-as-terminated"]
     assert entry.plain("cause").rstrip(".") in detail, detail
@@ -283,7 +283,7 @@ def test_a_probe_error_shows_in_its_detectors_row_as_not_measured():
 
 def test_env_seeding_broken_and_fixed():
     path = AUDIT / "env_seeding"
-    import _error_index
+    from torchrl_skill.explain import error_index as _error_index
 
     entry = _error_index.by_id()["env-reseeds-global-rng"]
     lines = (path / "broken.py").read_text().splitlines()
@@ -311,7 +311,7 @@ def test_observation_scale_names_an_unscaled_step_count_and_not_a_scaled_one():
 def test_observation_scale_with_a_normalizer_in_the_env_names_its_statistics():
     # pytorch/rl#1694's fault class (newcomer trial): ObservationNorm is in place, its
     # init_stats rollout held a per-episode goal fixed, so its outputs reach +-1e6
-    from _audit import i_observation_scale as obs_scale
+    from torchrl_skill.audit import i_observation_scale as obs_scale
 
     key = {"key": "observation", "rows": 512, "std": [0.6, 4.1e5, 0.7], "min": [-1.0, -1.3e6, -1.0],
            "max": [1.0, 7.2e5, 1.0]}

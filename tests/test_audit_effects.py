@@ -1,4 +1,4 @@
-"""The run-time auditor's effect monitors (scripts/_audit/e_*.py): each names a fault by what
+"""The run-time auditor's effect monitors (src/torchrl_skill/audit/e_*.py): each names a fault by what
 it does, whatever its cause. Each fails its broken fixture and passes its fixed twin
 (tests/fixtures/audit/effects/<monitor>/), stays silent (no FAIL, and a verdict, not only
 SKIPs) on four correct training scripts in the library's reference style
@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 
 import pytest
-import skill_report as sr
+from torchrl_skill.report import skill_report as sr
 from conftest import BUNDLE, FIXTURES, rows, run_main
 
 EFFECTS = FIXTURES / "audit" / "effects"
@@ -136,7 +136,7 @@ def test_policy_update_reads_a2c_advantages_from_the_tensordict_the_loss_was_cal
 
 
 def test_policy_update_judges_on_enough_backward_passes_and_counts_uniform_weights_as_none():
-    from _audit import evidence
+    from torchrl_skill.audit import evidence
 
     def judge(calls, constant=0):
         return _judge("e_policy_update", {"calls": [(i, c, 128) for i, c in enumerate(calls)], "constant": constant,
@@ -253,7 +253,7 @@ def test_effect_monitors_never_fail_the_bundled_recipes_and_skip_with_counts(tar
 def _judge(module_name: str, section: dict, **other):
     import importlib
 
-    module = importlib.import_module(f"_audit.{module_name}")
+    module = importlib.import_module(f"torchrl_skill.audit.{module_name}")
     return module.judge({"sections": {module.NAME: section, **other}, "meta": {}, "end": {}})
 
 
@@ -275,8 +275,8 @@ def test_policy_distribution_entropy_verdicts():
 def test_policy_distribution_waits_while_live_on_an_entropy_near_its_collapse_line():
     # the early stop's view (live): 0.18 -> 0.12 of log(n) is within 2x of the 0.1 line, not a pass
     # yet; once the run ended it is judged (a pass: it never crossed); a healthy entropy is judged live
-    from _audit import e_policy_distribution as pd
-    from _audit.evidence import Short, readiness
+    from torchrl_skill.audit import e_policy_distribution as pd
+    from torchrl_skill.audit.evidence import Short, readiness
 
     source = {"kind": "Collector", "site": "", "checks": 4, "lp_checked": 800, "lp_off": 0, "example": None, "lp_key": "action_log_prob",
               "no_actor": None, "unit": "share", "series": [(200, 0, 0.18), (400, 16, 0.15), (600, 32, 0.13), (800, 48, 0.12)]}

@@ -1,5 +1,5 @@
 """The torchrl 0.14.1 behaviours the run-time auditor's detectors rest on, each reproduced
-directly on the installed stack (scripts/_audit/d_*.py cite these tests).
+directly on the installed stack (src/torchrl_skill/audit/d_*.py cite these tests).
 
 In-process and small: no auditor run here (tests/test_audit_detectors.py runs the auditor).
 """

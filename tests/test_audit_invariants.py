@@ -1,4 +1,4 @@
-"""The run-time auditor's invariant rows (scripts/_audit/v_*.py and target-network's lag):
+"""The run-time auditor's invariant rows (src/torchrl_skill/audit/v_*.py and target-network's lag):
 each fails a broken variant of a training loop and passes its nearest correct twin
 (tests/fixtures/audit/invariants/: ppo_loop.py on-policy, dqn_loop.py off-policy), and the
 torch/torchrl facts the rows rest on hold on the installed stack.
@@ -182,8 +182,7 @@ def test_the_priority_probe_reads_dqn_loss_live():
 
     from conftest import BUNDLE
 
-    sys.path.insert(0, str(BUNDLE / "scripts"))
-    from _audit.d_prioritized_replay import dqn_priority_form
+    from torchrl_skill.audit.d_prioritized_replay import dqn_priority_form
 
     assert dqn_priority_form() == {"key": "td_error", "shape": "[B, 1]", "form": "the squared TD error (Q - target)^2"}
 
@@ -193,8 +192,7 @@ def test_action_bounds_premise_needs_a_policy_that_learns():
 
     from conftest import BUNDLE
 
-    sys.path.insert(0, str(BUNDLE / "scripts"))
-    from _audit import e_action_bounds
+    from torchrl_skill.audit import e_action_bounds
 
     scripted = {"meta": {"optimizer_steps": 40}, "sections": {"acting-module": {"policies": [{"cls": "BangBang", "tensors": 0}]}}}
     assert "scripted controller" in e_action_bounds.premise(scripted)
@@ -206,11 +204,10 @@ def test_action_bounds_premise_needs_a_policy_that_learns():
 def test_exploration_does_not_pass_on_a_policy_it_could_not_rerun():
     import sys
 
-    import skill_report as sr
+    from torchrl_skill.report import skill_report as sr
     from conftest import BUNDLE
 
-    sys.path.insert(0, str(BUNDLE / "scripts"))
-    from _audit import d_exploration
+    from torchrl_skill.audit import d_exploration
 
     unchecked = {"kind": "Collector", "site": "train.py:9", "frames": 0, "equal": 0, "error": "RuntimeError: shape", "stochastic": True, "explorers": []}
     with pytest.raises(sr.CheckSkipped, match="policy not re-run"):
@@ -236,11 +233,10 @@ def test_vec_norm_in_eval_mode_still_updates_its_statistics():
 def test_coverage_names_a_loss_term_missing_from_backward_when_the_optimizer_holds_the_tensor():
     import sys
 
-    import skill_report as sr
+    from torchrl_skill.report import skill_report as sr
     from conftest import BUNDLE
 
-    sys.path.insert(0, str(BUNDLE / "scripts"))
-    from _audit import d_optimizer_coverage as cov
+    from torchrl_skill.audit import d_optimizer_coverage as cov
 
     opt = {"cls": "Adam", "steps": 400, "tensors": 22, "site": "crossq.py:124", "never_grad": ["CrossQLoss.log_alpha"],
            "n_never_grad": 1, "never_grad_numel": 1}

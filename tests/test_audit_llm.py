@@ -1,4 +1,4 @@
-"""The auditor's LLM rows (scripts/_audit/l_*.py) on a user's own GRPO loop around
+"""The auditor's LLM rows (src/torchrl_skill/audit/l_*.py) on a user's own GRPO loop around
 TransformersWrapper and GRPOLoss (tests/fixtures/audit/llm_grpo/train.py, a tiny Qwen2):
 each row fails the loop variant that has its fault and passes the known-good loop; every
 row skips, with the reason, when no LLM loss ran; the judges' other rules on recorded
@@ -11,7 +11,7 @@ import functools
 import importlib
 
 import pytest
-import skill_report as sr
+from torchrl_skill.report import skill_report as sr
 from conftest import FIXTURES, rows, run_main
 
 LOOP = FIXTURES / "audit" / "llm_grpo" / "train.py"
@@ -52,7 +52,7 @@ def test_each_fault_fails_its_row_and_only_its_rows(fault, failing, says):
 
 
 def _module(name):
-    return importlib.import_module(f"_audit.{name}")
+    return importlib.import_module(f"torchrl_skill.audit.{name}")
 
 
 @pytest.mark.parametrize("name", ["l_ratio", "l_mask", "l_groups", "l_kl", "l_reward"])
@@ -62,7 +62,7 @@ def test_rows_skip_when_no_llm_loop_ran(name):
 
 
 def test_llm_rows_are_registered_with_the_auditor():
-    from _audit import DETECTORS
+    from torchrl_skill.audit import DETECTORS
 
     names = [_module(n).NAME for n in DETECTORS if n.startswith("l_")]
     assert names == LLM_ROWS

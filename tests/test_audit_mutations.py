@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import audit_mutations as am
 import pytest
-from _audit.evidence import Short
+from torchrl_skill.audit.evidence import Short
 
 RECORDED = am.load_recorded()
 RERECORD = "python tests/record_audit_mutations.py --only {}"
@@ -31,8 +31,8 @@ def test_recorded_variants_get_their_verdict(run):
 
 
 def test_every_detector_has_six_fault_variants_each_with_its_fixed_twin():
-    import audit_run
-    from _audit import CAUSES
+    from torchrl_skill.audit import cli as audit_run
+    from torchrl_skill.audit import CAUSES
 
     kinds: dict = {}
     for run in am.RUNS:
@@ -60,8 +60,8 @@ def test_each_detector_skips_short_of_its_minimum_evidence():
 
 def test_a_short_skip_is_not_a_plain_skip():
     # the early stop waits for a Short detector, never for one whose component is absent
-    from _audit import d_target_network
-    from _audit.evidence import readiness
+    from torchrl_skill.audit import d_target_network
+    from torchrl_skill.audit.evidence import readiness
 
     observed = {"meta": {"frames": 0}, "end": {}, "sections": {}}
     assert readiness(d_target_network, observed) is None
@@ -69,7 +69,7 @@ def test_a_short_skip_is_not_a_plain_skip():
     assert readiness(d_target_network, RECORDED[run.key]["observed"]) is False
     run = next(r for r in am.RUNS if r.key == "target-network/soft-never/fixed")
     assert readiness(d_target_network, RECORDED[run.key]["observed"]) is True
-    assert issubclass(Short, __import__("skill_report").CheckSkipped)
+    assert issubclass(Short, __import__("torchrl_skill.report.skill_report", fromlist=["x"]).CheckSkipped)
 
 
 def test_the_readme_table_is_generated_from_the_recordings():
@@ -92,8 +92,8 @@ def test_a_loss_whose_online_weights_never_moved_is_not_counted_as_a_pass():
     is named 'not verified', and alone it makes the row a skip, never a pass."""
     import copy
 
-    import skill_report as sr
-    from _audit import d_target_network
+    from torchrl_skill.report import skill_report as sr
+    from torchrl_skill.audit import d_target_network
 
     observed = copy.deepcopy(RECORDED["target-network/hard-per-batch/fixed"]["observed"])
     losses = observed["sections"]["target-network"]["losses"]

@@ -1,7 +1,7 @@
 """The auditor on a torchrl line newer than the verified one: an internal it reads that moved
 or was dropped skips the rows that need it, with one line, and the others run (never a
-blanket refusal). Pieces tested in-process: the class lookup of scripts/_audit/patches.py,
-the detector installs of scripts/_audit/child.py and the row of scripts/audit_run.py."""
+blanket refusal). Pieces tested in-process: the class lookup of src/torchrl_skill/audit/patches.py,
+the detector installs of src/torchrl_skill/audit/child.py and the row of scripts/audit_run.py."""
 from __future__ import annotations
 
 import sys
@@ -10,9 +10,8 @@ import types
 import pytest
 from conftest import BUNDLE, load_module
 
-sys.path.insert(0, str(BUNDLE / "scripts"))
-import skill_report as sr  # noqa: E402
-from _audit import child, patches  # noqa: E402
+from torchrl_skill.report import skill_report as sr  # noqa: E402
+from torchrl_skill.audit import child, patches  # noqa: E402
 
 
 class _Hub:
@@ -54,7 +53,7 @@ def test_a_detector_whose_install_raises_is_recorded_and_the_others_still_instal
 
 def test_the_row_of_an_uninstrumented_detector_skips_naming_why():
     audit = load_module("scripts/audit_run")
-    module = types.SimpleNamespace(NAME="target-network", __name__="_audit.d_target_network", __doc__="",
+    module = types.SimpleNamespace(NAME="target-network", __name__="torchrl_skill.audit.d_target_network", __doc__="",
                                    judge=lambda observed: "measured")
     judge = audit.detector_check(module)
     observed = {"meta": {"probe_errors": {}, "uninstrumented": {"target-network": "ImportError: moved"}}}

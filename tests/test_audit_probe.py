@@ -1,4 +1,4 @@
-"""audit_run.py --probe: the probe ladder (scripts/_audit/ladder*.py, probe_env.py).
+"""audit_run.py --probe: the probe ladder (src/torchrl_skill/audit/ladder*.py, probe_env.py).
 
 The probe envs keep the script's specs (torchrl's own check_env_specs passes on them) and
 pay the rungs' rewards; a correct PPO project and the DQN recipe pass every rung; each broken
@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from conftest import BUNDLE, FIXTURES, rows, run_main
 
-import skill_report as sr
+from torchrl_skill.report import skill_report as sr
 
 PROBE = FIXTURES / "audit" / "probe"
 PPO, DQN = PROBE / "ppo_project.py", PROBE / "dqn_recipe.py"
@@ -23,7 +23,7 @@ def _probe_envs(rung):
     import torch
     from torchrl.envs import GymEnv, SerialEnv, StepCounter, TransformedEnv
 
-    from _audit import probe_env
+    from torchrl_skill.audit import probe_env
 
     torch.manual_seed(0)
     envs = {"Pendulum": TransformedEnv(GymEnv("Pendulum-v1"), StepCounter(max_steps=20)),
@@ -119,7 +119,7 @@ def test_correct_projects_pass_every_rung(target, frames):
 def _one_rung(target, rung, frames, *script_args, seed=0):
     from types import SimpleNamespace
 
-    from _audit import ladder
+    from torchrl_skill.audit import ladder
 
     args = SimpleNamespace(target=str(target), script_args=list(script_args), seconds=float(SLOW_OK), max_frames=frames,
                            log=None, probe_seed=seed)
@@ -192,7 +192,7 @@ def test_probe_without_a_target_or_with_a_missing_one_exits_2_with_one_line(tmp_
 
 
 def test_collectors_with_worker_processes_cannot_be_probed():
-    from _audit import ladder_child
+    from torchrl_skill.audit import ladder_child
 
     for name in ("MultiSyncCollector", "MultiAsyncCollector", "AsyncCollector"):
         assert "collects in worker processes" in ladder_child.unsupported_collector(name)
@@ -200,7 +200,7 @@ def test_collectors_with_worker_processes_cannot_be_probed():
 
 
 def test_the_documented_budgets_are_the_ones_the_ladder_uses():
-    from _audit import ladder_rungs
+    from torchrl_skill.audit import ladder_rungs
 
     text = (BUNDLE / "references" / "probe-ladder.md").read_text()
     for fam, table in ladder_rungs.FRAMES.items():
@@ -218,7 +218,7 @@ def _section(**over):
 
 
 def test_judge_rung_names_short_runs_unsupported_specs_and_slow_learning():
-    from _audit import ladder
+    from torchrl_skill.audit import ladder
 
     assert ladder.judge_rung(1, _section()).startswith("V(s) = 0.98 (want 1 ± 0.25) after 1000 frames, 50 optimizer steps")
     with pytest.raises(ladder.CouldNotProbe, match="stopped after 500 of the rung's 1000 frames.*about 2x the frames"):
@@ -253,7 +253,7 @@ def test_a_script_that_ends_short_inside_main_is_named_as_short_not_as_missing_a
 
 
 def test_a_rung_passes_early_only_on_steady_passing_judgments():
-    from _audit import ladder, ladder_child
+    from torchrl_skill.audit import ladder, ladder_child
 
     def verdict(v, ok=True):
         return {"ok": ok, "checks": [{"what": "V(s)", "got": v, "want": 1.0, "tol": 0.25, "ok": ok},
@@ -267,7 +267,7 @@ def test_a_rung_passes_early_only_on_steady_passing_judgments():
 
 def test_the_probe_reference_documents_every_rung_and_the_cli_offers_probe():
     text = (BUNDLE / "references" / "probe-ladder.md").read_text()
-    from _audit import ladder_rungs
+    from torchrl_skill.audit import ladder_rungs
 
     for rung, info in ladder_rungs.RUNGS.items():
         assert f"rung-{rung}:{info['name']}" in text

@@ -1,4 +1,4 @@
-"""The run-time auditor instruments worker processes (scripts/_audit/workers.py, worker_reports.py): a transform
+"""The run-time auditor instruments worker processes (src/torchrl_skill/audit/workers.py, worker_reports.py): a transform
 dropped inside a ParallelEnv worker's env is seen, identical first resets of ParallelEnv
 workers and of multi-process collector workers are seen, the env-boundary monitors see the
 steps the workers make, for spawned (torchrl's default) and forked workers alike; the run
@@ -93,7 +93,7 @@ def test_multi_sync_collector_workers_starting_alike_are_seen_and_nothing_is_lef
 
 def test_merged_reports_name_uninstrumented_workers_and_keep_the_note():
     audit_run = load_module("scripts/audit_run")
-    from _audit import worker_reports as workers
+    from torchrl_skill.audit import worker_reports as workers
 
     def observed(processes, reports):
         return {"meta": {"workers": ["ParallelEnv(2 workers)"], "probe_errors": {}, "processes": processes},
@@ -124,8 +124,8 @@ def test_the_early_stop_waits_for_started_workers_and_judges_with_their_reports(
     import copy
     import time
 
-    from _audit import d_training, d_transforms
-    from _audit.evidence import readiness
+    from torchrl_skill.audit import d_training, d_transforms
+    from torchrl_skill.audit.evidence import readiness
 
     def env(base_id, steps):
         return {"site": "train.py:51 in make_env", "base_cls": "Reach", "base_id": base_id, "steps": steps, "resets": steps // 10, "by_user": True,
@@ -160,7 +160,7 @@ def _factory_from(filename: str, co_filename: str | None = None):
     """``make_env`` compiled as if written at line 3 of ``filename`` in a module no worker can
     import (so cloudpickle pickles it by value), calling the auditor's ``user_site`` from there;
     ``co_filename`` overrides the code's file, as cloudpickle >= 3.0's unpickling does."""
-    from _audit import probe
+    from torchrl_skill.audit import probe
 
     source = "\n\ndef make_env():\n    return user_site()\n"
     scope = {"__name__": "train_not_importable", "__file__": filename, "user_site": probe.user_site}

@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-import check_torchrl_env as env_check
+from torchrl_skill.stack import check_torchrl_env as env_check
 import pytest
-import skill_report as sr
+from torchrl_skill.report import skill_report as sr
 from conftest import BUNDLE, run_python
 
 SCRIPT = BUNDLE / "scripts" / "check_torchrl_env.py"
@@ -249,7 +249,7 @@ def _measured_pairs():
 
 @pytest.mark.parametrize("torchrl, torch_version, measured", _measured_pairs())
 def test_each_release_names_the_torch_its_extension_loads_with(monkeypatch, torchrl, torch_version, measured):
-    """check_torch_build follows the measured table (scripts/stack_lines.json, written by
+    """check_torch_build follows the measured table (src/torchrl_skill/data/stack_lines.json, written by
     benchmarks/version_matrix.py): a pair measured to load passes, one measured to fail fails
     naming the torch minor to install: the verified one where it loads, else the newest that loads."""
     import torch

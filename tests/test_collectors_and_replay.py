@@ -19,7 +19,7 @@ import threading
 import time
 
 import pytest
-import skill_report as sr
+from torchrl_skill.report import skill_report as sr
 from conftest import BUNDLE, FIXTURES, load_module, run_in_process, run_main
 
 psutil = pytest.importorskip("psutil")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
-import skill_report as sr
+from torchrl_skill.report import skill_report as sr
 from conftest import FIXTURES, load_module, run_in_process, run_main
 
 SCRIPT = "collectors-and-replay/smoke_replay_buffer"

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-import skill_report as sr
+from torchrl_skill.report import skill_report as sr
 from conftest import load_module, run_in_process, run_main
 
 psutil = pytest.importorskip("psutil")

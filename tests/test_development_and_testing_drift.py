@@ -358,7 +358,7 @@ def test_live_rules_report_nothing_on_the_bundles_own_code(table):
     bundle's scripts and tests, which run on the verified stack (broken fixtures aside)."""
     from conftest import BUNDLE
 
-    findings, scanned = scan_api_drift.scan_paths([BUNDLE / "scripts", BUNDLE / "sub-skills", BUNDLE / "tests"], table)
+    findings, scanned = scan_api_drift.scan_paths([BUNDLE / "scripts", BUNDLE / "src", BUNDLE / "sub-skills", BUNDLE / "tests"], table)
     live = [f for f in findings if "/tests/fixtures/" not in f.path and (
         f.kind in ("override", "attribute", "unparsable")
         or f.versions.startswith(("rejected by installed", "accepted and silently ignored")))]

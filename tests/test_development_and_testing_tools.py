@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 from conftest import FIXTURES, load_module, rows, run_main
-from skill_report import CheckFailed
+from torchrl_skill.report.skill_report import CheckFailed
 
 check_gpu_markers = load_module("development-and-testing/check_gpu_markers")
 check_provenance = load_module("development-and-testing/check_provenance")
@@ -192,7 +192,7 @@ def test_provenance_good_and_mismatch():
     ({"torch": "2.13.0", "tensordict": "0.13.0", "torchrl": "0.13.3"}, "fail"),   # its torch swapped for another
 ])
 def test_provenance_on_an_older_line_passes_only_the_stack_the_matrix_ran(monkeypatch, stack, verdict):
-    import skill_report as sr
+    from torchrl_skill.report import skill_report as sr
 
     ran = sr.stack_lines()["lines"]["0.13"]
     assert {d: ran[d] for d in stack} == {"torch": "2.12.1", "tensordict": "0.13.0", "torchrl": "0.13.3"}

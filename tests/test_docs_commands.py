@@ -34,8 +34,8 @@ import doccheck
 import pytest
 from conftest import BUNDLE, SCRIPTS, load_module
 
-import _error_index as ei
-from _explain.tracebacks import answer
+from torchrl_skill.explain import error_index as ei
+from torchrl_skill.explain.tracebacks import answer
 
 # Placeholders that cannot be files: replaced token by token.
 # TARGET: "your file.py:make_env" (envs-and-transforms/references/troubleshooting.md says so).
@@ -171,7 +171,7 @@ def project_files() -> dict[str, str]:
     """The project's source files, relative path -> text: the bundle's known-good examples
     under every name the documented commands use."""
     example = (BUNDLE / "sub-skills" / "development-and-testing" / "assets" / "modern_example.py").read_text()
-    env = (BUNDLE / "sub-skills" / "envs-and-transforms" / "scripts" / "_example_env.py").read_text()
+    env = (BUNDLE / "sub-skills" / "envs-and-transforms" / "assets" / "example_env.py").read_text()
     files = {"train.py": example + MAKE_LOSS, "agent.py": example, "configs.py": example,
              "PATH/train.py": example, "my_project/train.py": example, "path/to/project/train.py": example,
              "notebooks/train.py": example, "my_package/__init__.py": ""}
@@ -180,7 +180,7 @@ def project_files() -> dict[str, str]:
     for name in ("my_env.py", "my_package/envs.py"):  # named with --expect-transform ObservationNorm
         files[name] = env + WITH_NORM
     # check_llm_wiring's known-good GRPO wiring (its default run's), as the user's my_grpo.py:wiring
-    files["my_grpo.py"] = (BUNDLE / "sub-skills" / "llm-vla-and-services" / "scripts" / "_llm_wiring_example.py").read_text()
+    files["my_grpo.py"] = (BUNDLE / "src" / "torchrl_skill" / "checks" / "llm" / "llm_wiring_example.py").read_text()
     return files
 
 

@@ -29,7 +29,7 @@ def md_id(path: Path) -> str:
 
 
 def test_layout():
-    for rel in ("SKILL.md", "README.md", "LICENSE", "requirements.txt", ".ci/run", "scripts/report.schema.json",
+    for rel in ("SKILL.md", "README.md", "LICENSE", "requirements.txt", ".ci/run", "src/torchrl_skill/data/report.schema.json",
                 "references/install-and-extras.md", "references/backend-compatibility.md",
                 "references/repo-provenance.md", "references/troubleshooting.md"):
         assert (BUNDLE / rel).is_file(), rel

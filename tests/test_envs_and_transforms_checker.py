@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from conftest import BUNDLE, FIXTURES, load_module, rows, run_in_process, run_main
 
-import _error_index
-import _user_code
-import skill_report as sr
+from torchrl_skill.explain import error_index as _error_index
+from torchrl_skill.runtime import user_code as _user_code
+from torchrl_skill.report import skill_report as sr
 
 SCRIPT = "envs-and-transforms/check_user_env"
 checker = load_module(SCRIPT)
@@ -90,7 +90,7 @@ def test_checker_passes_correct_envs(target):
 
 def test_every_cause_the_checker_names_has_an_index_entry():
     """Every cause id written in the checker's modules is an envs entry of the error index."""
-    scripts = BUNDLE / "sub-skills" / "envs-and-transforms" / "scripts"
+    scripts = BUNDLE / "src" / "torchrl_skill" / "checks" / "envs"
     named = set()
     for path in scripts.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):

@@ -10,7 +10,7 @@ import sys
 import pytest
 from conftest import FIXTURES, load_module
 
-import _error_index
+from torchrl_skill.explain import error_index as _error_index
 
 AREA = "envs-and-transforms"
 sys.path.insert(0, str(FIXTURES / "envs"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from conftest import load_module, rows, run_main
 
-import skill_report as sr
+from torchrl_skill.report import skill_report as sr
 
 SCRIPT = "envs-and-transforms/smoke_env_rollout"
 smoke = load_module(SCRIPT)

@@ -1,4 +1,4 @@
-"""The error index (scripts/error_index.json, scripts/_error_index.py) holds every
+"""The error index (src/torchrl_skill/data/error_index.json, src/torchrl_skill/explain/error_index.py) holds every
 troubleshooting entry, and every entry is true on the verified stack:
 
 - each error entry's trigger (tests/error_triggers/, format in its README) raises the real
@@ -32,9 +32,9 @@ from pathlib import Path
 import pytest
 from conftest import BUNDLE, run_python
 
-import _error_index as ei
-from _explain import index, lookup, sites
-from _explain.tracebacks import answer, frames
+from torchrl_skill.explain import error_index as ei
+from torchrl_skill.explain import index, lookup, sites
+from torchrl_skill.explain.tracebacks import answer, frames
 
 TRIGGERS = BUNDLE / "tests" / "error_triggers"
 ENTRIES = ei.load()
@@ -215,7 +215,7 @@ def test_malformed_entries_are_rejected(bad, why):
 
 def test_entry_names_resolve_in_the_installed_library():
     """``names`` key explain.py's notes: each must be a public name (or member) of torchrl/tensordict."""
-    from _explain.names import Found, resolve
+    from torchrl_skill.explain.names import Found, resolve
 
     wrong = [f"{e.id}: {n}" for e in ENTRIES for n in e.names if not isinstance(resolve(n), Found)]
     assert wrong == [], wrong
@@ -363,7 +363,7 @@ def test_a_bad_keyword_or_missing_argument_prints_the_live_signature():
 
 
 def test_objects_outside_torchrl_get_no_derived_answer():
-    from _explain import errors as ee
+    from torchrl_skill.explain import errors as ee
 
     assert ee.derived("AttributeError: 'NoneType' object has no attribute 'foo'") == []
     assert ee.derived("TypeError: MyEnv.__init__() got an unexpected keyword argument 'k'") == []

@@ -17,11 +17,11 @@ import contextlib
 import inspect
 
 import pytest
-import skill_report as sr
+from torchrl_skill.report import skill_report as sr
 from conftest import SCRIPTS, load_module, script_id
 
 # script stem -> check names not declaring ``proves`` yet. audit_run's rows are the auditor's
-# detectors, which count their own evidence over the audited run (scripts/_audit/evidence.py:
+# detectors, which count their own evidence over the audited run (src/torchrl_skill/audit/evidence.py:
 # a detector below its minimum evidence is a SKIP); they move here to proves= when that
 # count is handed to sr.evidence.
 UNDECLARED: dict[str, set[str]] = {
@@ -117,7 +117,7 @@ def _degenerate_args(module, tmp_path):
     """The script's defaults with every count (int) at 0, every list empty, and the files it
     reads (DEGENERATE_ARGS) empty."""
     args = module.build_parser().parse_args([])
-    for name, kind in DEGENERATE_ARGS.get(module.__name__, {}).items():
+    for name, kind in DEGENERATE_ARGS.get(module.__name__.rpartition(".")[2], {}).items():
         path = tmp_path / f"degenerate_{name}"
         if kind == "EMPTY_DIR":
             path.mkdir()
@@ -136,7 +136,7 @@ def _degenerate_args(module, tmp_path):
 
 
 def _empty_target(tmp_path):
-    import _user_code
+    from torchrl_skill.runtime import user_code as _user_code
 
     path = tmp_path / "empty_target.py"
     path.write_text('"""A file with nothing in it."""\n')
@@ -146,7 +146,7 @@ def _empty_target(tmp_path):
 def _degenerate_wiring():
     """The built-in PPO wiring's loss and estimator over a zero-length batch."""
     load_module("objectives-and-training/check_loss_wiring")  # puts its private modules on sys.path
-    import _loss_wiring
+    from torchrl_skill.checks.objectives import loss_wiring as _loss_wiring
     from torchrl.objectives.value import GAE
 
     wiring = _loss_wiring.wirings_from(_loss_wiring.default_wiring(), "default_wiring()", "default")[0]
@@ -186,11 +186,11 @@ def declared_checks(module) -> list:
     BUILD, ...), and check_loss_wiring's per-wiring checks."""
     checks = [c for value in vars(module).values() if isinstance(value, list) and value
               and all(isinstance(c, sr.Check) for c in value) for c in value]
-    if module.__name__ == "check_loss_wiring":
-        import _loss_wiring
+    if module.__name__.endswith(".check_loss_wiring"):
+        from torchrl_skill.checks.objectives import loss_wiring as _loss_wiring
 
         checks += module.wiring_checks(_loss_wiring.Wiring(name="degenerate", loss=None, batch=None))
-    if module.__name__ == "inspect_loss_keys":  # declared per run: the list mode and the default losses
+    if module.__name__.endswith(".inspect_loss_keys"):  # declared per run: the list mode and the default losses
         args = module.build_parser().parse_args([])
         checks += module.declared_checks(argparse.Namespace(list=True), []) + module.declared_checks(args, [])
     return checks

@@ -15,22 +15,23 @@ import textwrap
 import warnings
 
 import jsonschema
+from torchrl_skill import data
 import pytest
 import torch
 from conftest import BUNDLE, load_module, rows, run_main, run_python
 
-from _explain import facts as fx
-from _explain import kinds
-from _explain import names as en
+from torchrl_skill.explain import facts as fx
+from torchrl_skill.explain import kinds
+from torchrl_skill.explain import names as en
 
 explain = load_module("scripts/explain")
 sys.path.insert(0, str(BUNDLE / "tests" / "error_triggers"))
 from _tiny import TinyEnv, actor, critic  # noqa: E402
 
-import skill_report as sr  # noqa: E402
+from torchrl_skill.report import skill_report as sr  # noqa: E402
 
 VERSIONS = sr.stack_versions()
-SCHEMA = json.loads((BUNDLE / "scripts" / "report.schema.json").read_text())
+SCHEMA = json.loads(data.REPORT_SCHEMA.read_text())
 
 
 def lines(name: str) -> str:
@@ -294,7 +295,7 @@ def test_value_estimator_keys_are_its_class_defaults():
 
 # ---------------------------------------------------------------------------- notes
 def test_notes_carry_renames_and_index_entries_with_links():
-    import _error_index as ei
+    from torchrl_skill.explain import error_index as ei
 
     assert en.api_changes_path().is_file()  # a missing table reads as "no notes", silently
     text = lines("ClipPPOLoss")

@@ -1,4 +1,4 @@
-"""explain.py on LLM losses and wrappers (scripts/_explain/llm.py): for each key a loss
+"""explain.py on LLM losses and wrappers (src/torchrl_skill/explain/llm.py): for each key a loss
 reads, the TransformersWrapper modes that write it, measured by running the installed
 wrapper on a tiny Qwen2 model; the measured table agrees with an independent run; a
 wrapper that cannot run here (vLLMWrapper) is said not verified; other names get no such
@@ -13,10 +13,10 @@ import pytest
 import torch
 from conftest import load_module
 
-import skill_report as sr
+from torchrl_skill.report import skill_report as sr
 
 explain = load_module("scripts/explain")
-llm = importlib.import_module("_explain.llm")
+llm = importlib.import_module("torchrl_skill.explain.llm")
 VERSIONS = sr.stack_versions()
 
 

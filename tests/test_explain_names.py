@@ -1,5 +1,5 @@
 """scripts/explain.py finds every public name of every public torchrl and tensordict
-module (scripts/_explain/index.py): the index read from source equals
+module (src/torchrl_skill/explain/index.py): the index read from source equals
 what the imported modules hold, every ``module.name`` and every short name resolves
 (or says which optional dependency its module needs), and each distinct object is
 explained with a signature. Ground truth here comes from importing the modules and
@@ -16,10 +16,10 @@ import warnings
 import pytest
 from conftest import BUNDLE, load_module, rows, run_main, run_python
 
-from _explain import index
-from _explain import names as en
+from torchrl_skill.explain import index
+from torchrl_skill.explain import names as en
 
-import skill_report as sr  # noqa: E402
+from torchrl_skill.report import skill_report as sr  # noqa: E402
 
 explain = load_module("scripts/explain")
 VERSIONS = sr.stack_versions()
@@ -88,10 +88,10 @@ def test_index_read_from_source_equals_the_modules():
 
 
 def test_reading_the_index_imports_nothing():
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); from _explain import index; "
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from torchrl_skill.explain import index; "
             "n = len(index.full_index()); bad = [m for m in ('torch', 'torchrl', 'tensordict') if m in sys.modules]; "
             "print(n, bad)")
-    proc = run_python(["-c", code, str(BUNDLE / "scripts")], timeout=300)
+    proc = run_python(["-c", code, str(BUNDLE / "src")], timeout=300)
     count, bad = proc.stdout.split(" ", 1)
     assert proc.returncode == 0 and int(count) > 1400 and bad.strip() == "[]", proc.stderr[-800:]
 

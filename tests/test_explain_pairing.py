@@ -1,5 +1,5 @@
 """``explain.py ProbabilisticActor`` (and a discrete distribution) states the installed
-pairing of distribution and action spec (scripts/_explain/pairing.py), and the
+pairing of distribution and action spec (src/torchrl_skill/explain/pairing.py), and the
 pairing is what a real env sees: a torch ``Categorical`` policy on GymEnv's default one-hot
 spec steps CartPole-v1 with action 0 every step while the rollout records the sampled
 actions; with ``categorical_action_encoding=True``, or with ``OneHotCategorical`` on the
@@ -14,8 +14,8 @@ import pytest
 import torch
 from conftest import load_module
 
-import skill_report as sr
-from _explain import pairing
+from torchrl_skill.report import skill_report as sr
+from torchrl_skill.explain import pairing
 
 explain = load_module("scripts/explain")
 VERSIONS = sr.stack_versions()

@@ -1,6 +1,6 @@
-"""explain.py --error finds where torchrl or tensordict raise a message (scripts/_explain/sites.py,
-scripts/_explain/lookup.py), and explain's keyword notes follow the live signature
-(scripts/_explain/notes.py).
+"""explain.py --error finds where torchrl or tensordict raise a message (src/torchrl_skill/explain/sites.py,
+src/torchrl_skill/explain/lookup.py), and explain's keyword notes follow the live signature
+(src/torchrl_skill/explain/notes.py).
 
 The sample of messages is drawn from the installed sources by this file's own walk (a seeded
 random draw over every raise statement whose message is a string or f-string literal), never
@@ -26,8 +26,8 @@ import torch
 
 from conftest import BUNDLE, run_main
 
-from _explain import lookup, notes, sites  # noqa: E402  (conftest puts scripts/ on sys.path)
-from _explain.index import package_dir
+from torchrl_skill.explain import lookup, notes, sites  # noqa: E402  (conftest puts scripts/ on sys.path)
+from torchrl_skill.explain.index import package_dir
 
 SEED = 20261206
 SAMPLE = 40
@@ -189,7 +189,7 @@ def test_removed_keyword_note_follows_the_live_signature():
 
 
 def test_a_user_frame_inside_the_raise_is_not_your_line():
-    from _explain import tracebacks as tb
+    from torchrl_skill.explain import tracebacks as tb
 
     text = ('Traceback (most recent call last):\n  File "/home/u/train.py", line 6, in <module>\n    rb.sample()\n'
             '  File "/x/site-packages/torchrl/data/replay_buffers/samplers/prioritized.py", line 504, in sample\n'
@@ -198,7 +198,7 @@ def test_a_user_frame_inside_the_raise_is_not_your_line():
             "OverflowError: Range exceeds valid bounds\n")
     raiser, _, user = tb.raising_frames(tb.frames(text))
     assert raiser.function == "sample" and user.path == "/home/u/train.py"
-    assert Path(BUNDLE / "scripts" / "_explain" / "sites.py").is_file()
+    assert Path(BUNDLE / "src" / "torchrl_skill" / "explain" / "sites.py").is_file()
 
 
 def test_python_wording_or_another_exception_class_is_no_site():
@@ -215,7 +215,7 @@ def test_python_wording_or_another_exception_class_is_no_site():
 
 def test_a_removed_name_the_library_still_has_is_said_from_the_live_object():
     import torchrl.modules as modules
-    from _explain.names import renames_for
+    from torchrl_skill.explain.names import renames_for
 
     row = next(r for r in renames_for("EGreedyWrapper") if r.get("removed_in"))
     note = next(n for n in notes.notes_for("EGreedyWrapper", modules.EGreedyWrapper) if "EGreedyWrapper ->" in n)

@@ -21,9 +21,9 @@ import pytest
 import torch
 from conftest import BUNDLE, rows, run_main, run_python
 
-import _error_index as ei
-from _explain import index
-from _explain import tracebacks as tb
+from torchrl_skill.explain import error_index as ei
+from torchrl_skill.explain import index
+from torchrl_skill.explain import tracebacks as tb
 
 MASKED, BUFFER = "masked-categorical-entropy-mask-ndim", "tensor-shape-incompatible-dest-shape-got"
 

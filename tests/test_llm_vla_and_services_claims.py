@@ -4,7 +4,7 @@ the other behaviour on the counter-example that made the sentence narrower; a fe
 claim holding on a case its first proof did not cover.
 
 Models: the pure-torch tiny LM of check_component_contracts (no transformers import) where a
-loss only needs log-probs, the tiny Qwen2 of scripts/_tiny_llm.py where the wrapper has to
+loss only needs log-probs, the tiny Qwen2 of src/torchrl_skill/checks/llm/tiny_llm.py where the wrapper has to
 generate or render a chat template. Nothing is downloaded.
 """
 

@@ -3,7 +3,7 @@ rejects a fixture that breaks its contract, naming the fix."""
 
 import pytest
 from conftest import FIXTURES, load_module, run_in_process
-from skill_report import CheckFailed
+from torchrl_skill.report.skill_report import CheckFailed
 
 SCRIPT = "llm-vla-and-services/check_component_contracts"
 check_component_contracts = load_module(SCRIPT)

@@ -78,8 +78,8 @@ DRIVER = r'''
 import json, sys, tempfile
 sys.path.insert(0, sys.argv[1])
 import torch
-import check_lerobot as cl
-import skill_report as sr
+from torchrl_skill.checks.llm import check_lerobot as cl
+from torchrl_skill.report import skill_report as sr
 from torchrl.data.datasets import LeRobotExperienceReplay
 
 out = {}
@@ -111,8 +111,8 @@ print(json.dumps(out))
 
 @needs_venv
 def test_lerobot_checks_fail_broken_inputs_and_pass_their_twins(tmp_path):
-    scripts = BUNDLE / "sub-skills" / AREA / "scripts"
-    proc = _venv(["-c", f"import sys; sys.path.insert(0, {str(BUNDLE / 'scripts')!r})\n" + DRIVER, str(scripts)],
+    scripts = BUNDLE / "src"
+    proc = _venv(["-c", f"import sys; sys.path.insert(0, {str(BUNDLE / 'src')!r})\n" + DRIVER, str(scripts)],
                  hf_home=tmp_path / "hf")
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])

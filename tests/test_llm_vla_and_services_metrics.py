@@ -5,7 +5,7 @@ import math
 
 import pytest
 from conftest import load_module, run_in_process, run_main
-from skill_report import CheckFailed
+from torchrl_skill.report.skill_report import CheckFailed
 
 SCRIPT = "llm-vla-and-services/post_training_metrics"
 post_training_metrics = load_module(SCRIPT)

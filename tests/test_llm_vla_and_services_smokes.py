@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import load_module, run_in_process, run_main
-from skill_report import CheckFailed, child_processes, leftover_processes
+from torchrl_skill.report.skill_report import CheckFailed, child_processes, leftover_processes
 
 AREA = "llm-vla-and-services"
 tiny = load_module(f"{AREA}/_tiny_llm")  # its stable API is documented in its docstring

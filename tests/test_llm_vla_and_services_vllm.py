@@ -54,7 +54,7 @@ def test_mismatch_metrics_on_hand_values():
 
 
 def test_judge_mismatch_rejects_other_weights_and_passes_the_same_ones():
-    from skill_report import CheckFailed
+    from torchrl_skill.report.skill_report import CheckFailed
 
     # measured on the vLLM stack: same weights 4.8e-07 apart, another seed's weights 0.54 apart
     check_vllm.judge_mismatch({"max_abs": 4.8e-7, "mean_abs": 1.2e-7, "k3": 2.8e-14, "ppl_ratio": 1.0}, "same")
@@ -220,8 +220,8 @@ def test_first_step_ratio_names_the_engine_when_a_served_wrapper_generated():
     """The auditor's llm-first-step-ratio judge: off-1 ratios on rollouts from vLLMWrapper name the engine's weights
     (measured: 0.33 on the second step with no weight sync, in the vLLM venv); from TransformersWrapper, the
     stored log-probs; within tolerance, a pass."""
-    from _audit import l_ratio
-    from skill_report import CheckFailed
+    from torchrl_skill.audit import l_ratio
+    from torchrl_skill.report.skill_report import CheckFailed
 
     def obs(generators, worst):
         sec = {"calls": 2, "fresh": 2, "later": 0, "worst": worst, "where": "call 2, row 3, position 29",

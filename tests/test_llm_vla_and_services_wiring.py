@@ -89,7 +89,7 @@ def test_update_check_restores_the_weights():
     from conftest import load_module
 
     script = load_module(SCRIPT)
-    parts = load_module("scripts/_llm_parts")
+    parts = load_module("llm-vla-and-services/_llm_parts")
     script.check_update(parts.read_wiring(wiring, "wiring()"))
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
 
@@ -145,7 +145,7 @@ def test_pad_eos_empties_every_history_response():
 
     sys.path.insert(0, str(WIRING))
     import _common
-    import _tiny_llm as tiny
+    from torchrl_skill.checks.llm import tiny_llm as tiny
 
     for pad_is_eos in (True, False):
         tok = tiny.make_tokenizer()
@@ -184,7 +184,7 @@ def _example():
 
     sys.path.insert(0, str(WIRING))
     import _common
-    import _tiny_llm as tiny
+    from torchrl_skill.checks.llm import tiny_llm as tiny
 
     return _common.ex, tiny
 

@@ -1,7 +1,7 @@
 """modules-and-policies: the real reports reproduce, the policy helpers catch each broken
 fixture, and every smoke check fails when the behaviour it verifies is broken.
 
-The helpers of sub-skills/modules-and-policies/scripts/_policy_checks.py are the
+The helpers of src/torchrl_skill/checks/modules/policy_checks.py are the
 documented way to check a user's own policy (its SKILL.md), so the tests call them.
 """
 

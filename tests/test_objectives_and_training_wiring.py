@@ -98,7 +98,7 @@ def test_modules_key_names_match_the_loss():
     wiring = load_module(SCRIPT)
     loss, _, _ = builders.build("SACLoss")
     assert wiring.network_names(loss) == ["actor_network", "qvalue_network"]
-    import skill_report
+    from torchrl_skill.report import skill_report
 
     with pytest.raises(skill_report.CheckFailed, match=r"use one of \['actor_network', 'qvalue_network'\]"):
         wiring.check_module_sync(loss, "critic", torch.nn.Linear(1, 1))

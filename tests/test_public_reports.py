@@ -874,8 +874,7 @@ def _table_problems(path, min_rows=MIN_ROWS, min_verified=MIN_VERIFIED):
     status, an entry id missing from the index, a proving test that does not exist."""
     import sys
 
-    sys.path.insert(0, str(BUNDLE / "scripts"))
-    import _error_index as ei
+    from torchrl_skill.explain import error_index as ei
 
     ids, rows, problems = ei.by_id(), _table_rows(path), []
     verified = [r for r in rows if not r["proof"].startswith("not verified")]

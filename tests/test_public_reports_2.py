@@ -287,7 +287,7 @@ import json, sys
 sys.path.insert(0, sys.argv[1])
 import torch
 from tensordict.nn import TensorDictModule
-import _ray_local
+from torchrl_skill.runtime import ray_local as _ray_local
 
 def worker_env(shift):
     def make():
@@ -337,14 +337,14 @@ print("RESULT " + json.dumps(result))
 
 @pytest.mark.slow
 def test_3000_1862_ray_collector_weights_reach_each_worker():
-    """One local Ray session (scripts/_ray_local.py), two remote collectors whose rewards say
+    """One local Ray session (src/torchrl_skill/runtime/ray_local.py), two remote collectors whose rewards say
     which worker a batch came from: sync iteration runs (0.14.0's sync path called
     ``ray.internal.free``, absent from ray 2.60), async iteration with
     ``update_after_each_batch=True`` updates both workers without the 0.11 IndexError, and a
     sync collector keeps the old weights until ``update_policy_weights_()`` is called."""
     import json
 
-    proc = run_python(["-c", RAY_COLLECTOR, str(BUNDLE / "scripts")], timeout=900)
+    proc = run_python(["-c", RAY_COLLECTOR, str(BUNDLE / "src")], timeout=900)
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
     assert line, proc.stderr[-3000:]
     result = json.loads(line[len("RESULT "):])

@@ -195,7 +195,7 @@ def test_1766_2222_the_traceback_confirms_the_candidate():
 
 
 def test_1167_a_message_of_another_release_is_not_blamed_on_torch():
-    from _explain import lookup, sites
+    from torchrl_skill.explain import lookup, sites
 
     message = "Expected 'step_result' but received reset_obs from worker 6"
     assert sites.find(message) == []
@@ -206,7 +206,7 @@ def test_1167_a_message_of_another_release_is_not_blamed_on_torch():
 
 
 def test_1275_gyms_own_attribute_error_is_not_a_torchrl_site():
-    from _explain import sites
+    from torchrl_skill.explain import sites
 
     assert sites.find("module 'gym' has no attribute '__version__'") == []
     mine = sites.find("module 'torchrl.envs.transforms' has no attribute 'NoSuchTransform'")

@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 
 import jsonschema
+from torchrl_skill import data
 import pytest
-import run_all_checks
-import skill_report as sr
+from torchrl_skill.checks import run_all_checks
+from torchrl_skill.report import skill_report as sr
 from conftest import BUNDLE, SCRIPTS, run_python
 
 RUNNER = BUNDLE / "scripts" / "run_all_checks.py"
-SCHEMA = json.loads((BUNDLE / "scripts" / "report.schema.json").read_text())
+SCHEMA = json.loads(data.REPORT_SCHEMA.read_text())
 
 
 def test_report_schema_is_a_valid_json_schema():
@@ -54,8 +55,8 @@ def test_a_failing_script_fails_the_run(tmp_path, monkeypatch):
     broken = tmp_path / "broken_check.py"
     broken.write_text(
         "import sys\n"
-        f"sys.path.insert(0, {str(BUNDLE / 'scripts')!r})\n"
-        "import skill_report as sr\n"
+        f"sys.path.insert(0, {str(BUNDLE / 'src')!r})\n"
+        "from torchrl_skill.report import skill_report as sr\n"
         "def build_parser():\n    return sr.make_parser('x', 'python broken_check.py')\n"
         "def run_checks(args, report):\n    report.run('always-fails', lambda: sr.expect(False, 'planted fault'))\n"
         "def main(argv=None):\n    return sr.standard_main(__file__, build_parser, run_checks, argv)\n"
@@ -78,8 +79,8 @@ def test_a_scripts_timeout_holds_inside_the_runner(tmp_path, monkeypatch):
     hanging = tmp_path / "hanging_check.py"
     hanging.write_text(
         "import sys, time\n"
-        f"sys.path.insert(0, {str(BUNDLE / 'scripts')!r})\n"
-        "import skill_report as sr\n"
+        f"sys.path.insert(0, {str(BUNDLE / 'src')!r})\n"
+        "from torchrl_skill.report import skill_report as sr\n"
         "def build_parser():\n"
         "    parser = sr.make_parser('x', 'python hanging_check.py')\n"
         "    sr.add_timeout_flag(parser, default=1.0)\n"
@@ -97,8 +98,8 @@ def _planted(tmp_path, name: str, body: str):
     path = tmp_path / f"{name}.py"
     path.write_text(
         "import sys, time\n"
-        f"sys.path.insert(0, {str(BUNDLE / 'scripts')!r})\n"
-        "import skill_report as sr\n"
+        f"sys.path.insert(0, {str(BUNDLE / 'src')!r})\n"
+        "from torchrl_skill.report import skill_report as sr\n"
         f"def build_parser():\n    return sr.make_parser('x', 'python {name}.py')\n"
         f"def run_checks(args, report):\n{body}\n"
     )

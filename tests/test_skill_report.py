@@ -7,8 +7,8 @@ import time
 
 import jsonschema
 import pytest
-import skill_report as sr
-from _user_code import TimeLimitExceeded
+from torchrl_skill.report import skill_report as sr
+from torchrl_skill.runtime.user_code import TimeLimitExceeded
 
 SCHEMA = json.loads(sr.SCHEMA_PATH.read_text())
 
@@ -119,7 +119,7 @@ def test_an_older_line_opens_the_report_with_one_stack_row_and_the_verified_stac
 
 
 def test_the_stack_row_says_what_the_version_matrix_ran_on_that_line(monkeypatch):
-    import _stack
+    from torchrl_skill.stack import probe as _stack
 
     lines = {"lines": {"0.13": {"torchrl": "0.13.3", "tensordict": "0.13.0", "torch": "2.12.1",
                                 "matrix": {"date": "2026-12-01", "summary": "contract tests 40/41"}}}}
@@ -132,8 +132,8 @@ def test_the_stack_row_says_what_the_version_matrix_ran_on_that_line(monkeypatch
 def _row_quoting_an_entry(verified_on, installed, monkeypatch):
     import dataclasses
 
-    import _error_index as ei
-    import _stack
+    from torchrl_skill.explain import error_index as ei
+    from torchrl_skill.stack import probe as _stack
 
     monkeypatch.setattr(_stack, "installed_version", lambda dist: installed)
     entry = dataclasses.replace(ei.load()[0], verified_on=tuple(verified_on))
@@ -156,28 +156,34 @@ def test_no_mark_on_a_line_the_entry_was_verified_on(monkeypatch, verified_on, i
 
 
 def test_helpers_import_in_one_direction():
-    """_base at the bottom (imports no bundle module), the helpers above it, skill_report on
-    top: no helper imports skill_report, even inside a function."""
+    """report.base at the bottom (imports no bundle module), the helpers above it (and the
+    data paths), skill_report on top: no helper imports skill_report, even inside a function."""
     import ast
 
     from conftest import BUNDLE
 
-    bundle_modules = {p.stem for p in (BUNDLE / "scripts").glob("*.py")}
+    src = BUNDLE / "src"
 
-    def imported(name):
-        tree = ast.parse((BUNDLE / "scripts" / f"{name}.py").read_text())
+    def imported(module):
+        tree = ast.parse((src / (module.replace(".", "/") + ".py")).read_text())
         found = set()
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
-                found |= {a.name.split(".")[0] for a in node.names}
+                found |= {a.name for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                found.add(node.module.split(".")[0])
-        return found & bundle_modules
+                for alias in node.names:  # ``from torchrl_skill.report import base``: the module base
+                    sub = f"{node.module}.{alias.name}"
+                    path = src / sub.replace(".", "/")
+                    found.add(sub if path.with_suffix(".py").is_file() or path.is_dir() else node.module)
+        return {m for m in found if m.startswith("torchrl_skill")}
 
-    assert imported("_base") == set()
-    for helper in ("_cli", "_stack", "_processes", "_user_code", "_error_index"):
-        assert imported(helper) <= {"_base"}, (helper, imported(helper))
-    assert {"_base", "_cli", "_stack", "_processes", "_user_code"} <= imported("skill_report")
+    base, data = "torchrl_skill.report.base", "torchrl_skill.data"
+    below = {"torchrl_skill.report.cli", "torchrl_skill.stack.probe", "torchrl_skill.runtime.processes",
+             "torchrl_skill.runtime.user_code"}
+    assert imported(base) == set()
+    for helper in (*below, "torchrl_skill.explain.error_index"):
+        assert imported(helper) <= {base, data}, (helper, imported(helper))
+    assert {base, *below} <= imported("torchrl_skill.report.skill_report")
 
 
 def test_sigterm_becomes_terminated_and_an_ignored_sighup_stays_ignored():

@@ -1,4 +1,4 @@
-"""scripts/_stack.py on the stacks users have besides the verified one: how the versions are
+"""src/torchrl_skill/stack/probe.py on the stacks users have besides the verified one: how the versions are
 found and what a line newer than the verified ones gets.
 
 - detection finds torchrl whatever its distribution is called (``torchrl``,
@@ -19,17 +19,17 @@ import ast
 import json
 import textwrap
 
-import _stack
-import check_torchrl_env as env_check
+from torchrl_skill.stack import probe as _stack
+from torchrl_skill.stack import check_torchrl_env as env_check
 import pytest
-import skill_report as sr
+from torchrl_skill.report import skill_report as sr
 from conftest import BUNDLE, load_module, rows, run_main, run_python
 
 PROBE = textwrap.dedent("""
     import json, sys
     sys.path.insert(0, sys.argv[1])
     sys.path.insert(0, sys.argv[2])
-    import _stack
+    from torchrl_skill.stack import probe as _stack
     found = _stack.detect("torchrl")
     print(json.dumps({"found": found and found._asdict(), "imported": "torchrl" in sys.modules,
                       "requires": _stack.requires("torchrl")}))
@@ -55,7 +55,7 @@ def _fake_torchrl(root, *, dist=None, version=None, version_file=None, dunder=No
 
 
 def _probe(tmp_path, root):
-    proc = run_python(["-c", PROBE, str(BUNDLE / "scripts"), str(root)], cwd=tmp_path)
+    proc = run_python(["-c", PROBE, str(BUNDLE / "src"), str(root)], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -99,12 +99,12 @@ def test_a_nightly_is_named_as_the_pre_release_of_the_line_after_the_newest_rele
 
 def test_no_script_reads_a_stack_version_or_requirement_past_the_stack_probe():
     """importlib.metadata.version/requires/distribution/metadata("torch"|"tensordict"|"torchrl")
-    would miss torchrl-nightly and read a shadowed base install: only _stack.py may call them."""
+    would miss torchrl-nightly and read a shadowed base install: only the stack probe (torchrl_skill/stack/probe.py) may call them."""
     stack = {"torch", "tensordict", "torchrl"}
     offenders = []
-    paths = sorted((BUNDLE / "scripts").rglob("*.py")) + sorted(BUNDLE.glob("sub-skills/*/scripts/*.py"))
+    paths = sorted((BUNDLE / "src").rglob("*.py")) + sorted(BUNDLE.glob("scripts/*.py")) + sorted(BUNDLE.glob("sub-skills/*/scripts/*.py"))
     for path in paths:
-        if path.name == "_stack.py":
+        if path == BUNDLE / "src" / "torchrl_skill" / "stack" / "probe.py":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)

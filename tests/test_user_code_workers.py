@@ -1,6 +1,6 @@
 """User code in worker processes: a worker must import it by the name the checker loaded it under.
 
-The shared loader (scripts/_user_code.py) imports a user's FILE.py or module so that a
+The shared loader (src/torchrl_skill/runtime/user_code.py) imports a user's FILE.py or module so that a
 spawned worker (multiprocessing spawn: ParallelEnv, multi-process collectors) and a fresh
 interpreter that only inherits the environment (how Ray's workers start) import it by the
 same name; check_user_env.py reports a worker that still cannot import user code as a
@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 from conftest import BUNDLE, FIXTURES, load_module, rows, run_in_process, run_python
 
-import _user_code
-import _worker_imports
+from torchrl_skill.runtime import user_code as _user_code
+from torchrl_skill.runtime import worker_imports as _worker_imports
 
 ENV_FIXTURES = FIXTURES / "envs"
 CHECKER = BUNDLE / "sub-skills" / "envs-and-transforms" / "scripts" / "check_user_env.py"
@@ -166,7 +166,7 @@ def test_worker_import_failure_is_also_caught_by_its_effect(monkeypatch):
     """With the static probe blind (it returns nothing), the workers really start and die;
     the build row quotes the worker's own error line and still calls it a loading problem."""
     load_module("envs-and-transforms/check_user_env")  # puts the checker's folder on sys.path
-    import _env_workers
+    from torchrl_skill.checks.envs import env_workers as _env_workers
 
     monkeypatch.setattr(_env_workers, "unimportable_in_workers", lambda obj: [])
     st = run_in_process("envs-and-transforms/check_user_env", f"{ENV_FIXTURES / 'parallel_unimportable_factory.py'}:make_env",

@@ -1,11 +1,11 @@
-"""scripts/_versions.py and its generated data: what the bundle says about a torchrl release
+"""src/torchrl_skill/stack/versions.py and its generated data: what the bundle says about a torchrl release
 other than the installed one, and that the data behind it is true.
 
 - explain.py's version notes: on an older release, what a name is called or where it lives
   in the newest line, and the upstream fixes to it that release lacks, each with its
   boundary (the release that has the fix, or still has the old name, gets no note);
 - ``--error``: fixes that changed or removed a message, shown to a release lacking them only;
-- scripts/upstream_index.json holds facts only and agrees with the installed library; its
+- src/torchrl_skill/data/upstream_index.json holds facts only and agrees with the installed library; its
   builder (benchmarks/build_fix_index.py) finds a fix in a small git history it is given;
 - ``check_rows`` holds on the verified stack and rejects a row that is wrong there;
 - benchmarks/stamp_versions.py reads since/until from the versions text and its stamp is
@@ -28,15 +28,16 @@ import sys
 
 import pytest
 from conftest import BUNDLE, load_module, run_main, rows
+from torchrl_skill import data
 
-import _versions
-from _explain import errors as explain_errors, notes as explain_notes
+from torchrl_skill.stack import versions as _versions
+from torchrl_skill.explain import errors as explain_errors, notes as explain_notes
 
 sys.path.insert(0, str(BUNDLE / "benchmarks"))
 import build_fix_index  # noqa: E402
 import stamp_versions  # noqa: E402
 
-INDEX = json.loads((BUNDLE / "scripts" / "upstream_index.json").read_text())
+INDEX = json.loads(data.UPSTREAM_INDEX.read_text())
 OLD = {"python": "3.11.7", "torch": "2.11.0", "tensordict": "0.12.4", "torchrl": "0.12.0"}
 
 
@@ -99,7 +100,7 @@ def test_an_error_whose_message_a_fix_removed_names_the_fix_to_a_release_lacking
 # ---------------------------------------------------------------------------- the index itself
 def test_the_index_records_facts_only():
     assert INDEX["schema"] == "torchrl-skill.upstream-index/1" and re.fullmatch(r"[0-9a-f]{40}", INDEX["built_from"]["commit"])
-    assert (BUNDLE / "scripts" / "upstream_index.json").stat().st_size < 400_000
+    assert data.UPSTREAM_INDEX.stat().st_size < 400_000
     ident = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
     for fix in INDEX["fixes"]:
         assert set(fix) == {"pr", "commit", "first", "modules", "names", "removed", "added"}, fix
@@ -244,7 +245,7 @@ def test_a_fault_that_is_not_an_older_release_stays_a_fault(err):
 
 
 def test_report_skips_a_check_the_older_line_cannot_run_and_fails_it_on_the_newest(monkeypatch):
-    import skill_report as sr
+    from torchrl_skill.report import skill_report as sr
 
     # a check of the bundle's own: its code is compiled as if it lived in scripts/
     space: dict = {}
@@ -252,7 +253,7 @@ def test_report_skips_a_check_the_older_line_cannot_run_and_fails_it_on_the_newe
                  str(BUNDLE / "scripts" / "a_bundle_check.py"), "exec"), space)
     uses_render = space["uses_render"]
 
-    real = _versions.installed_version  # the one version read (scripts/_stack.py), whatever torchrl's distribution
+    real = _versions.installed_version  # the one version read (src/torchrl_skill/stack/probe.py), whatever torchrl's distribution
     for installed, status in (("0.13.3", "skip"), ("0.14.1", "fail")):
         monkeypatch.setattr(_versions, "installed_version", lambda d, v=installed: v if d == "torchrl" else real(d))
         report = sr.Report("x.py", json_mode=True)
@@ -275,7 +276,7 @@ def test_a_keyword_an_older_line_lacks_is_named_with_its_line(err, what, since):
 def test_a_users_call_the_older_line_rejects_stays_a_failure(monkeypatch, tmp_path):
     """The skip is for the bundle's own checks only: when user code made the call (a target's
     file, here one outside the bundle), the release lacking it is the user's fault to fix."""
-    import skill_report as sr
+    from torchrl_skill.report import skill_report as sr
 
     user = tmp_path / "user_env.py"
     user.write_text("def make():\n    raise ModuleNotFoundError(\"No module named 'torchrl.render'\", name='torchrl.render')\n")
@@ -305,7 +306,7 @@ OLD_BUFFER_TRACE = (
 def test_a_frame_in_the_module_a_later_release_split_confirms_its_entry():
     """0.11-0.13 define _set_index_in_td in replay_buffers.py, 0.14 in the package of that
     name: the older frame confirms the entry; the same function in another module does not."""
-    from _explain import tracebacks as tb
+    from torchrl_skill.explain import tracebacks as tb
 
     hits, _ = tb.answer(OLD_BUFFER_TRACE)
     assert hits[0].entry.id == "tensor-shape-incompatible-dest-shape-got" and hits[0].confirmed
@@ -321,7 +322,7 @@ class _FloatVersionCollector:
 
 
 def test_an_older_float_policy_version_skips_the_bundles_collector_and_fails_a_users(monkeypatch):
-    import skill_report as sr
+    from torchrl_skill.report import skill_report as sr
     from conftest import load_module
 
     cc = load_module("llm-vla-and-services/check_component_contracts")
@@ -386,7 +387,7 @@ def test_moving_the_verified_stack_rewrites_every_pin_and_refuses_a_nightly(tmp_
 
     import _matrix_envs as envs
 
-    rels = ["requirements.txt", "scripts/_stack.py", "SKILL.md", *[p.relative_to(BUNDLE).as_posix()
+    rels = ["requirements.txt", "src/torchrl_skill/stack/probe.py", "SKILL.md", *[p.relative_to(BUNDLE).as_posix()
                                                                   for p in BUNDLE.glob("sub-skills/*/SKILL.md")]]
     for rel in rels:
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -397,7 +398,7 @@ def test_moving_the_verified_stack_rewrites_every_pin_and_refuses_a_nightly(tmp_
     assert sorted(changed) == sorted(rels)
     req = (tmp_path / "requirements.txt").read_text()
     assert "\ntorchrl==0.15.0\n" in req and "\ntensordict==0.15.3\n" in req and "\ntorch==2.14.1\n" in req
-    assert 'VERIFIED = {"torch": "2.14.1", "tensordict": "0.15.3", "torchrl": "0.15.0"}' in (tmp_path / "scripts/_stack.py").read_text()
+    assert 'VERIFIED = {"torch": "2.14.1", "tensordict": "0.15.3", "torchrl": "0.15.0"}' in (tmp_path / "src/torchrl_skill/stack/probe.py").read_text()
     for rel in rels[2:]:
         text = (tmp_path / rel).read_text()
         assert '  torchrl-version: "0.15.0"' in text and '  tensordict-version: "0.15.3"' in text, rel

@@ -77,7 +77,7 @@ def test_a_timeout_kills_the_forked_process_group(tmp_path):
 @pytest.mark.slow
 def test_the_auditor_gives_the_same_rows_from_a_warm_child(tmp_path, monkeypatch):
     # a fixture with failing and passing rows: env-seeding's re-seeding env
-    from _audit import runner
+    from torchrl_skill.audit import runner
 
     target = str(FIXTURES / "audit" / "env_seeding" / "broken.py")
     argv = ("--seconds", "240", target, "--max-frames", "300")
@@ -92,8 +92,8 @@ FORKED_AUDIT = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
 import torchrl  # noqa: F401 - as in the all-checks runner's worker: imported before the audit
-from _audit import runner
-import audit_run
+from torchrl_skill.audit import runner
+from torchrl_skill.audit import cli as audit_run
 started = []
 def start(*args):
     started.append(runner.fork_child(*args))
@@ -115,7 +115,7 @@ def test_the_runner_forking_its_own_child_gives_the_same_rows():
 
     target = str(FIXTURES / "audit" / "env_seeding" / "broken.py")
     argv = ("--seconds", "240", target, "--max-frames", "300")
-    proc = run_python(["-c", FORKED_AUDIT, str(BUNDLE / "scripts"), *argv], timeout=600)
+    proc = run_python(["-c", FORKED_AUDIT, str(BUNDLE / "src"), *argv], timeout=600)
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("ROWS ")), None)
     assert line, proc.stderr[-2000:]
     forked = json.loads(line[5:])
@@ -127,7 +127,7 @@ def test_the_runner_forking_its_own_child_gives_the_same_rows():
 FREEZE = r"""
 import gc, os, sys
 sys.path.insert(0, sys.argv[1])
-import _fork
+from torchrl_skill.runtime import fork as _fork
 garbage = [[i] for i in range(1000)]  # tracked objects the fork inherits
 read, write = os.pipe()
 pid = _fork.fork()
@@ -143,7 +143,7 @@ def test_a_fork_leaves_the_inherited_objects_frozen_in_the_child_only(tmp_path):
     # what keeps a forked process's exit collection off the inherited heap (_fork.fork)
     from conftest import BUNDLE
 
-    proc = run_python(["-c", FREEZE, str(BUNDLE / "scripts")], cwd=tmp_path)
+    proc = run_python(["-c", FREEZE, str(BUNDLE / "src")], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     child, parent = map(int, proc.stdout.split())
     assert child > 1000 and parent == 0

@@ -4,7 +4,7 @@ A fresh interpreter's first act in this suite is nearly always to import torch, 
 torchrl: about 5 s of CPU here, more than most of the runs it then does. A *zygote* is a plain
 interpreter (no pytest, no threads) that imported them once and forks on request; the forked
 process becomes what ``subprocess.Popen([sys.executable, *ARGS])`` would have started
-(scripts/_fork.py: session, streams, working folder, environment, ``sys.path``, ``sys.argv``,
+(src/torchrl_skill/runtime/fork.py: session, streams, working folder, environment, ``sys.path``, ``sys.argv``,
 ``__main__``, signal dispositions, threads joined and ``atexit`` run at the end).
 
 What a fork cannot give, and so what must stay on a cold interpreter: environment variables
@@ -40,10 +40,10 @@ def serve(preload: list[str]) -> None:
 
     for name in preload:
         importlib.import_module(name)
-    sys.path.insert(0, str(HERE.parents[1] / "scripts"))
-    import _fork
+    sys.path.insert(0, str(HERE.parents[1] / "src"))  # the bundle's package (src/ holds only torchrl_skill)
+    from torchrl_skill.runtime import fork as _fork
 
-    base_path = sys.path[2:]  # without the scripts folder and this file's, which no forked process has
+    base_path = sys.path[2:]  # without src/ and this file's folder, which no forked process has
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the forked processes: no zombies
     reply = sys.stdout
     sys.stdout = sys.stderr  # nothing but replies on the pipe

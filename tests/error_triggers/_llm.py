@@ -1,5 +1,5 @@
 """Tiny LLM pieces for the llm-vla-and-services triggers, from the sub-skill's own helpers
-(scripts/_tiny_llm.py: a character tokenizer and a Qwen2 model built from a config)."""
+(src/torchrl_skill/checks/llm/tiny_llm.py: a character tokenizer and a Qwen2 model built from a config)."""
 
 from __future__ import annotations
 
@@ -7,18 +7,18 @@ import functools
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "sub-skills" / "llm-vla-and-services" / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
 
 @functools.lru_cache(maxsize=None)
 def tokenizer():
-    import _tiny_llm
+    from torchrl_skill.checks.llm import tiny_llm as _tiny_llm
 
     return _tiny_llm.make_tokenizer()
 
 
 def model():
-    import _tiny_llm
+    from torchrl_skill.checks.llm import tiny_llm as _tiny_llm
 
     return _tiny_llm.make_causal_lm(tokenizer(), seed=0)
 
@@ -27,7 +27,7 @@ def generated_batch():
     """``(actor, td)``: a ChatEnv reset and a 2-token generation (``("log_probs",
     "response")`` only), with a generate=False TransformersWrapper on the same model."""
     import torch
-    from smoke_llm_grpo import make_chat_env
+    from torchrl_skill.checks.llm.smoke_llm_grpo import make_chat_env
     from torchrl.modules.llm import TransformersWrapper
 
     lm = model()
@@ -42,7 +42,7 @@ def scored_batch(requires_grad: bool):
     """``(actor, td)``: a ChatEnv reset, a 2-token generation, and its log-probs recomputed
     by a generate=False TransformersWrapper, with or without gradient tracking."""
     import torch
-    from smoke_llm_grpo import make_chat_env
+    from torchrl_skill.checks.llm.smoke_llm_grpo import make_chat_env
     from torchrl.modules.llm import TransformersWrapper
 
     lm = model()

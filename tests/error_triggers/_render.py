@@ -7,7 +7,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "sub-skills" / "llm-vla-and-services" / "scripts"
+SCRIPTS = Path(__file__).resolve().parents[2] / "src"
 
 
 def rlrender_error(fmt: str, pixels: bool) -> str:
@@ -18,7 +18,7 @@ def rlrender_error(fmt: str, pixels: bool) -> str:
     import torch
 
     sys.path.insert(0, str(SCRIPTS))
-    import smoke_render
+    from torchrl_skill.checks.llm import smoke_render
     from torchrl.render import save_render_checkpoint
     from torchrl.render.cli import main as rlrender_main
 

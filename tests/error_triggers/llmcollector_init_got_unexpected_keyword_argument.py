@@ -3,7 +3,7 @@
 
 def trigger():
     from _llm import model, tokenizer
-    from smoke_llm_grpo import make_chat_env
+    from torchrl_skill.checks.llm.smoke_llm_grpo import make_chat_env
     from torchrl.collectors.llm import LLMCollector
     from torchrl.modules.llm import TransformersWrapper
 

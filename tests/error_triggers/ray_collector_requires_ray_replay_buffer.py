@@ -1,6 +1,6 @@
 """RayCollector given an in-process ReplayBuffer (torchrl 0.14.1): rejected in the constructor,
 before Ray starts. Run in its own interpreter so ``ray`` is not imported into the test process
-(scripts/_ray_local.py must be the first to import it)."""
+(src/torchrl_skill/runtime/ray_local.py must be the first to import it)."""
 
 SUBPROCESS = True
 

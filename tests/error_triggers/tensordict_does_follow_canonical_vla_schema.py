@@ -5,8 +5,8 @@ def trigger():
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "sub-skills" / "llm-vla-and-services" / "scripts"))
-    import check_vla_schema
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
+    from torchrl_skill.checks.llm import check_vla_schema
     from torchrl.data.vla import validate_vla_tensordict
 
     batch = check_vla_schema.make_vla_batch()

@@ -1,0 +1,216 @@
+"""data-freshness: does each loss train on data from where its algorithm family needs it?
+
+An on-policy loss (``ClipPPOLoss``, ``PPOLoss``, ``KLPENPPOLoss``, ``A2CLoss``,
+``ReinforceLoss``) assumes the current policy collected its batch: its ratio and advantage
+are defined for that policy only. An off-policy loss (DQN, SAC, TD3, DDPG, CrossQ, IQL,
+CQL, REDQ) learns from a replay of past data: a buffer that never holds more than the newest
+batch turns it into a noisy on-policy learner.
+
+Measured on the data (child side): every collection (a collector batch, a user's
+``env.rollout``) is fingerprinted row by row (a fixed random projection of its root
+observation, FP_KEYS) with the policy version that collected it (the optimizer steps taken
+so far); each on-policy loss call (the first CHECK_FIRST, then every CHECK_EVERY-th) looks up its rows: from the newest collection, from an
+older one (how many collections and optimizer steps before), or not found (the data was
+transformed after collection; not judged). For every replay buffer sampled while an
+off-policy loss trains, the buffer's length at each sample is compared with the size of the
+newest batch written.
+
+Minimum evidence: MIN_CALLS on-policy loss calls with matched rows; MIN_EXTENDS writes
+to a buffer before its length is judged.
+"""
+
+from __future__ import annotations
+
+from torchrl_skill.report import skill_report as sr
+
+from .evidence import need
+
+NAME = "data-freshness"
+ON_POLICY = ("ClipPPOLoss", "PPOLoss", "KLPENPPOLoss", "A2CLoss", "ReinforceLoss")
+OFF_POLICY = ("DQNLoss", "DistributionalDQNLoss", "SACLoss", "DiscreteSACLoss", "TD3Loss", "TD3BCLoss", "DDPGLoss",
+              "CrossQLoss", "IQLLoss", "DiscreteIQLLoss", "CQLLoss", "DiscreteCQLLoss", "REDQLoss")
+FP_KEYS = ("observation", "pixels", "observation_vector")
+MIN_CALLS = 4
+MIN_EXTENDS = 3
+KEEP = 16  # collections remembered
+ROWS = 256  # rows of a loss call looked up
+CHECK_FIRST, CHECK_EVERY = 40, 10  # loss calls looked up: each of the first 40, then every 10th
+OLD_SHARE = 0.1
+
+
+def family(loss) -> str | None:
+    names = {k.__name__ for k in type(loss).__mro__}
+    if names & set(ON_POLICY):
+        return "on"
+    if names & set(OFF_POLICY):
+        return "off"
+    return None
+
+
+def install(hub) -> None:
+    import torch
+
+    from .probe import user_site
+
+    sec = hub.section(NAME)
+    gen = torch.Generator().manual_seed(12345)
+    proj: dict[int, torch.Tensor] = {}
+    table: dict[float, int] = {}  # fingerprint -> collection index
+    coll: list[dict] = []  # collection index -> {"version", "site"}
+    losses: dict[int, dict] = {}
+    rbs: dict[int, dict] = {}
+    state = {"off": False}
+
+    def fingerprints(td, limit=None):
+        x = None
+        for k in FP_KEYS:
+            x = td.get(k, None)
+            if torch.is_tensor(x) and x.is_floating_point():
+                break
+            x = None
+        if x is None or not td.batch_dims:
+            return None
+        x = x.detach().reshape(td.batch_size.numel(), -1)
+        if limit is not None and x.shape[0] > limit:
+            x = x[:: max(1, x.shape[0] // limit)][:limit]
+        f = x.shape[1]
+        if f not in proj:
+            proj[f] = torch.randn(f, generator=gen, dtype=torch.float64)
+        return (x.double().cpu() @ proj[f]).tolist()
+
+    def on_collect(td):
+        fps = fingerprints(td)
+        if fps is None:
+            return
+        idx = len(coll)
+        coll.append({"version": hub.meta["optimizer_steps"], "keys": fps})
+        table.update(dict.fromkeys(fps, idx))
+        if len(coll) > KEEP:  # forget the oldest collection's rows (those no newer one re-wrote)
+            old = coll[len(coll) - KEEP - 1]
+            for k in old.pop("keys", ()):
+                if table.get(k) == len(coll) - KEEP - 1:
+                    del table[k]
+
+    def on_batch(col, batch):
+        if batch is not None:
+            on_collect(batch)
+
+    def on_rollout(env, policy, td):
+        if td is not None:
+            on_collect(td)
+
+    def on_forward(loss, td, out):
+        fam = family(loss)
+        if fam == "off":
+            state["off"] = True
+        if fam != "on" or not coll:
+            return
+        info = losses.setdefault(id(loss), {"cls": type(loss).__name__, "calls": 0, "matched_calls": 0, "rows": 0, "fresh": 0,
+                                            "old": 0, "unknown": 0, "max_back": 0, "max_versions": 0, "fresh_versions": 0, "first_old": None})
+        info["calls"] += 1
+        if not (info["calls"] <= CHECK_FIRST or info["calls"] % CHECK_EVERY == 0):
+            return
+        fps = fingerprints(td, ROWS)
+        if fps is None:
+            return
+        newest = len(coll) - 1
+        now = hub.meta["optimizer_steps"]
+        found = [table.get(v) for v in fps]
+        known = [i for i in found if i is not None]
+        info["unknown"] += len(found) - len(known)
+        if not known:
+            return
+        info["matched_calls"] += 1
+        info["rows"] += len(known)
+        old = [i for i in known if i != newest]
+        info["fresh"] += len(known) - len(old)
+        info["fresh_versions"] = max(info["fresh_versions"], now - coll[newest]["version"])
+        if old:
+            info["old"] += len(old)
+            back = newest - min(old)
+            info["max_back"] = max(info["max_back"], back)
+            info["max_versions"] = max(info["max_versions"], now - coll[min(old)]["version"])
+            if info["first_old"] is None:
+                info["first_old"] = {"call": info["calls"], "rows": len(old), "of": len(known), "back": back, "site": user_site()}
+
+    def on_extend(rb, data):
+        info = rbs.setdefault(id(rb), {"cls": type(rb).__name__, "site": user_site(), "extends": 0, "last": 0, "samples": 0,
+                                       "judged": 0, "only_newest": 0, "max_len": 0, "max_ratio": 0.0})
+        info["extends"] += 1
+        try:
+            info["last"] = int(data.batch_size.numel()) if getattr(data, "batch_size", None) is not None else len(data)
+        except Exception:
+            info["last"] = 0
+
+    def on_sample(rb, out):
+        info = rbs.get(id(rb))
+        if info is None or not state["off"]:
+            return
+        info["samples"] += 1
+        n = len(rb)
+        info["max_len"] = max(info["max_len"], n)
+        if info["extends"] >= MIN_EXTENDS and info["last"]:
+            info["judged"] += 1
+            info["only_newest"] += n <= info["last"]
+            info["max_ratio"] = max(info["max_ratio"], n / info["last"])
+
+    def summarise():
+        sec["losses"] = list(losses.values())
+        sec["buffers"] = [b for b in rbs.values() if b["samples"]]
+        sec["off_policy"] = state["off"]
+        sec["collections"] = len(coll)
+
+    hub.on("collector_batch", on_batch)
+    hub.on("env_rollout", on_rollout)
+    hub.on("loss_forward", on_forward)
+    hub.on("rb_extend", on_extend)
+    hub.on("rb_sample", on_sample)
+    hub.summariser(summarise)
+
+
+def judge(obs: dict) -> str:
+    sec = obs["sections"].get(NAME, {})
+    losses = [x for x in sec.get("losses", []) if x["calls"]]
+    bufs = sec.get("buffers", []) if sec.get("off_policy") else []
+    if not losses and not bufs:
+        if sec.get("off_policy"):
+            raise sr.CheckSkipped("the off-policy loss trained on no replay buffer sampled (its data source was not seen)")
+        raise sr.CheckSkipped("no on-policy loss (PPO/A2C/Reinforce) with collected data and no off-policy loss sampling a replay buffer")
+    faults, notes = [], []
+    if losses:
+        if all(not x["matched_calls"] for x in losses):
+            if not bufs:
+                raise sr.CheckSkipped("the on-policy loss's rows were not found in any collected batch (data transformed after collection): "
+                                      f"{', '.join(x['cls'] for x in losses)}; not measured")
+        else:
+            need(max(x["matched_calls"] for x in losses), MIN_CALLS, "on-policy loss calls", "calls whose rows were found in a collected batch")
+        for x in losses:
+            if not x["matched_calls"]:
+                continue
+            if x["old"] > OLD_SHARE * x["rows"]:
+                f = x["first_old"]
+                faults.append(f"{x['cls']} trained on {x['old']} of {x['rows']} rows (checked at {x['matched_calls']} calls) collected by an older "
+                              f"policy than the newest batch's: up to {x['max_back']} collections and {x['max_versions']} optimizer steps back "
+                              f"(first at call {f['call']}, {f['rows']} of {f['of']} rows, from {f['site']}); an on-policy loss's ratio and "
+                              "advantage hold only for the policy that collected the batch; fix: train on the newest batch only "
+                              "(rb.empty() before rb.extend(data), or a buffer of capacity frames_per_batch)")
+            else:
+                notes.append(f"{x['cls']}: {x['fresh']} of {x['rows']} rows checked at {x['matched_calls']} calls came from the newest "
+                             f"collection (collected at most {x['fresh_versions']} optimizer steps before the call: the epochs over that batch)")
+    for b in bufs:
+        if b["judged"] < 1:
+            continue
+        if b["only_newest"] >= b["judged"]:
+            faults.append(f"the {b['cls']} built at {b['site']} held at most {b['max_len']} rows, no more than the newest batch written "
+                          f"({b['last']} rows), at all {b['judged']} samples after {b['extends']} writes: an off-policy loss replays only "
+                          "the last batch; fix: a storage far larger than one batch, e.g. LazyTensorStorage(1_000_000)")
+        else:
+            notes.append(f"the {b['cls']} built at {b['site']} held up to {b['max_len']} rows ({b['max_ratio']:.1f}x the newest batch) "
+                         f"over {b['judged']} samples")
+    if bufs and not any(b["judged"] for b in bufs) and not notes and not faults:
+        need(max(b["extends"] for b in bufs), MIN_EXTENDS, "replay buffers", "writes before the buffer's length is judged")
+    if faults:
+        raise sr.CheckFailed(" | ".join(faults))
+    if not notes:
+        raise sr.CheckSkipped("nothing measured")
+    return "; ".join(notes)
