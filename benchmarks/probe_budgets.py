@@ -4,7 +4,7 @@
     python benchmarks/probe_budgets.py --check    # exit 1 when they are stale (tests/test_audit_probe_budgets.py)
 
 Two facts, each in one place: the budgets are the ladder's own ``FRAMES`` (and ``FAMILIES``,
-``DEFAULT_FRAMES``) in the auditor's ladder_rungs.py; the measurements are the ``runs`` of
+``DEFAULT_FRAMES``) in src/torchrl_skill/audit/ladder_rungs.py; the measurements are the ``runs`` of
 benchmarks/probe_budgets.json, written by tests/fixtures/audit/probe/measure_budgets.py
 (one record per recipe, rung and seed: ``settled_at``, the frames from which every later
 judgment passed; ``judged``/``ok``, every judgment of the run). The tables judge each run at
@@ -17,7 +17,6 @@ measured for its family and rung.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -39,15 +38,12 @@ BLOCKS = [
 
 
 def ladder_rungs():
-    """The auditor's ladder_rungs module, loaded from its file (it imports nothing), so this
-    script needs neither torch nor the auditor's package on the path."""
-    for path in (ROOT / "src" / "torchrl_skill" / "audit" / "ladder_rungs.py", ROOT / "scripts" / "_audit" / "ladder_rungs.py"):
-        if path.exists():
-            spec = importlib.util.spec_from_file_location("_probe_ladder_rungs", path)
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            return module
-    raise FileNotFoundError("ladder_rungs.py not found under src/torchrl_skill/audit or scripts/_audit")
+    """The auditor's ladder_rungs module (torchrl_skill.audit.ladder_rungs: FRAMES, FAMILIES,
+    DEFAULT_FRAMES, frames()); it imports nothing, so this script needs no torch."""
+    sys.path.insert(0, str(ROOT / "src"))
+    from torchrl_skill.audit import ladder_rungs as lr
+
+    return lr
 
 
 def load(path: Path = DATA) -> dict:
