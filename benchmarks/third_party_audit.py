@@ -132,11 +132,12 @@ def export(mirror: Path, commit: str, dest: Path) -> None:
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
 
 
-def audit(python: str, folder: Path, script: str, overrides: list[str], seconds: int, extra: tuple = ()) -> dict:
-    """``{"code", "rows": {name: [status, detail]}, "wall_s"}`` of one audit_run.py --json run."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", WANDB_MODE="disabled", HYDRA_FULL_ERROR="1")
+def audit(python: str, folder: Path, script: str, overrides: list[str], seconds: int, extra: tuple = (), bundle: Path = BUNDLE) -> dict:
+    """``{"code", "rows": {name: [status, detail]}, "wall_s"}`` of one audit_run.py --json run
+    (``extra`` holds ``--probe`` for a probe-ladder run: its rows are ``rung-N:...``)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", WANDB_MODE="disabled", HYDRA_FULL_ERROR="1", MPLBACKEND="Agg")
     start = time.monotonic()
-    proc = subprocess.run([python, str(BUNDLE / "scripts" / "audit_run.py"), "--json", "--seconds", str(seconds), *extra, script, "--", *overrides],
+    proc = subprocess.run([python, str(bundle / "scripts" / "audit_run.py"), "--json", "--seconds", str(seconds), *extra, script, "--", *overrides],
                           cwd=folder, env=env, capture_output=True, text=True, timeout=seconds + 240)
     wall = round(time.monotonic() - start, 1)
     try:

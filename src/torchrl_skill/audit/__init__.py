@@ -40,6 +40,7 @@ INVARIANTS = [
     "v_learning_rate",
     "v_acting_module",
     "v_data_freshness",
+    "v_transitions",
     "v_value_estimator",
 ]
 # Effect monitors: a fault named by what it does (what the env receives, the policy's

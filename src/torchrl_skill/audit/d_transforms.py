@@ -11,7 +11,8 @@ one torchrl built counts for the base env it wraps. The sub-envs of a ``Parallel
 a multi-process collector run in worker processes: counted there when the workers are
 instrumented (workers.py, merged by worker_reports.py), else the row says they are not.
 Faults: a ``TransformedEnv`` never stepped nor reset while its base env was stepped
-directly (``env.append_transform(t)`` on a plain env returns a new ``TransformedEnv`` and
+directly (``ObservationNorm.init_stats`` on one of its transforms counts as its use: it rolls
+the base env out through a parent it builds) (``env.append_transform(t)`` on a plain env returns a new ``TransformedEnv`` and
 leaves ``env`` unchanged, so dropping the return value drops the transform); a user
 transform that overrides ``_call`` (or ``_apply_transform``) but not ``_reset`` in an env
 that was reset (``Transform._reset`` returns the reset output unchanged, so the first
@@ -158,7 +159,7 @@ def install(hub) -> None:
                 "transforms": info["transforms"], "reset_skipped": info["reset_skipped"],
                 "norms": norms,
                 "running": running(ts) if env is not None else rolled.get(key, []),
-                "rolled_out": key in rolled,
+                "rolled_out": key in rolled, "init_stats": stats_runs.get(key, 0),
             })
         sec["envs"] = out
 
@@ -169,6 +170,18 @@ def install(hub) -> None:
         """Steps of a base env: its ``_step`` calls (every use), or its ``step`` calls."""
         return max(private.get(key, 0), leaf.get(key, 0), direct.get(key, 0))
 
+    def on_init_stats(norm, args, kwargs, _out):
+        # ObservationNorm.init_stats rolls its base env out through a parent it builds for the
+        # purpose: that stepping is the TransformedEnv's own use, not the base env used without it
+        for key, info in envs.items():
+            env = info["ref"]()
+            if env is not None and any(x is norm for x in _transforms(env)):
+                stats_runs[key] = stats_runs.get(key, 0) + 1
+
+    stats_runs: dict[int, int] = {}
+    from .patches import wrap
+
+    wrap(hub, ObservationNorm, "init_stats", after=on_init_stats)
     hub.on("env_built", on_env)
     boundary.install(hub)  # the leaf steps of envs whose class is the script's own (not wrapped here)
     hub.on("leaf_step", lambda env: count(leaf, env))
@@ -289,7 +302,7 @@ def judge(observed: dict) -> str:
         # the inner one is then unused but its transforms are not lost.
         merged = any(o is not e and o["base_id"] == e["base_id"] and (o["steps"] or o["resets"])
                      and set(e["transforms"]) <= set(o["transforms"]) for o in envs)
-        if e["steps"] == 0 and e["resets"] == 0 and e["base_steps"] > 0 and not merged and e.get("by_user", True):
+        if e["steps"] == 0 and e["resets"] == 0 and e["base_steps"] > 0 and not merged and e.get("by_user", True) and not e.get("init_stats"):
             how = "env.append_transform(...) returns a new TransformedEnv and leaves env unchanged" if e["appended_at"] else "the script steps the base env, not the TransformedEnv"
             faults.append(f"{name} was never stepped, while its base {e['base_cls']} was stepped {e['base_steps']} times without it: {how}; "
                           "fix: env = env.append_transform(...) (keep the return value) and hand that env to the collector")

@@ -22,6 +22,14 @@ range of one (PPO with TanhNormal on Pendulum: 1-4% and 28-35%; TD3 with noise 0
 its random frames: 8% and 34%); a unit-scale Normal projected onto a range of 0.1 by
 ProbabilisticActor(safe=True) puts 96% exactly on the bounds
 (tests/fixtures/audit/effects/action_bounds).
+
+The other side of the same spec: a policy whose distribution cannot reach part of the range.
+Every distribution built that carries its own support (``low`` and
+``high``: TanhNormal, TruncatedNormal, TanhDelta) is read, up to MAX_DISTS of them; fails
+when it reaches under SIDE of one half of an action dimension's range (below or above the
+spec's centre): actions of that side never happen (TanhNormal's ``low`` from 0 on a [-2, 2]
+spec). A support narrower on both sides (TanhNormal's default [-1, 1] on [-2, 2]) still acts
+in every direction, at a smaller magnitude: it is noted with its share of the range.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ TOL = 1e-3  # a value within TOL * (high - low) of a bound is at it
 PINNED = 0.4  # share of one dimension's values at or beyond a bound that fails
 NEAR, HUGGING = 0.1, 0.8  # or this share within NEAR * (high - low) of a bound
 MIN_VALUES = 200  # values per dimension before it is judged
+SIDE, REACH, MAX_DISTS = 0.1, 0.9, 50  # share of each half of a dimension's range a support must reach; under REACH of it is noted
 LATER_EVERY, MAX_VALUES = 10, 2_000  # after the first window: one step in LATER_EVERY measured, up to MAX_VALUES
 
 
@@ -89,6 +98,7 @@ def install(hub) -> None:
             ok = (getattr(spec, "domain", "") == "continuous" and torch.is_tensor(low) and torch.is_tensor(high)
                   and bool(torch.isfinite(low).all()) and bool(torch.isfinite(high).all()) and bool((high > low).all()))
             info = envs[key] = {"label": _label(env), "ok": ok, "low": low, "high": high, "steps": 0, "det_steps": 0,
+                                "lows": low.reshape(-1).tolist() if ok else None, "highs": high.reshape(-1).tolist() if ok else None,
                                 "random_steps": 0, "first": None, "all": None,
                                 "range": f"[{low.min().item():g}, {high.max().item():g}]" if ok else None}
         if not info["ok"] or not torch.is_tensor(sampled) or not sampled.is_floating_point():
@@ -112,9 +122,31 @@ def install(hub) -> None:
             info["first"] = _add(first, got)
         info["all"] = _add(whole, got)
 
+    supports: dict = {}  # (distribution class, site) -> [count, per-dim lowest low, per-dim highest high]
+
+    def after_init(dist, args, kwargs, _out):
+        low, high = getattr(dist, "low", None), getattr(dist, "high", None)
+        if not (torch.is_tensor(low) and torch.is_tensor(high)) or sum(s[0] for s in supports.values()) >= MAX_DISTS:
+            return
+        from .probe import user_site
+
+        dims = low.shape[-1] if low.dim() else 1
+        lo = [v + 0.0 for v in low.detach().reshape(-1, dims).min(0).values.tolist()]  # + 0.0: no "-0" in the row
+        hi = [v + 0.0 for v in high.detach().reshape(-1, dims).max(0).values.tolist()]
+        key = (type(dist).__name__, user_site())
+        cur = supports.get(key)
+        supports[key] = [1, lo, hi] if cur is None or len(cur[1]) != dims else [
+            cur[0] + 1, [min(a, b) for a, b in zip(cur[1], lo)], [max(a, b) for a, b in zip(cur[2], hi)]]
+
+    from .patches import wrap
+
+    # read where each distribution is built (get_dist is wrapped by policy-update: one wrap per method)
+    wrap(hub, torch.distributions.Distribution, "__init__", after=after_init, guard="audit-action-support")
+
     def summarise():  # one record per env label and range (the sub-envs of a SerialEnv are one)
         own = [{k: v for k, v in e.items() if k not in ("low", "high", "ok")} for e in envs.values() if e["ok"]]
         sec["envs"] = _join([own])
+        sec["supports"] = [{"cls": k[0], "site": k[1], "n": v[0], "low": v[1], "high": v[2]} for k, v in supports.items()]
 
     hub.on("collector_built", on_collector)
     hub.on("base_action", on_action)
@@ -168,14 +200,46 @@ def premise(observed: dict) -> str | None:
     return None
 
 
+def _unreachable(envs: list[dict], supports: list[dict], notes: list[str] | None = None) -> list[str]:
+    """Faults: a distribution's own support reaching under SIDE of one half of a dimension of
+    an env's range (matched by the number of action dimensions); a support covering under
+    REACH of the range on both sides goes to ``notes``."""
+    out = []
+    for e in envs:
+        lows, highs = e.get("lows"), e.get("highs")
+        if not lows:
+            continue
+        for s in supports:
+            if len(s["low"]) != len(lows):
+                continue
+            for d, (el, eh, sl, sh) in enumerate(zip(lows, highs, s["low"], s["high"])):
+                reach = max(0.0, min(eh, sh) - max(el, sl)) / (eh - el)
+                mid = (el + eh) / 2
+                below = max(0.0, min(mid, sh) - max(el, sl)) / (mid - el)
+                above = max(0.0, min(eh, sh) - max(mid, sl)) / (eh - mid)
+                if reach < REACH and min(below, above) >= SIDE and notes is not None:
+                    notes.append(f"the policy's {s['cls']} (built at {s['site']}) reaches [{sl:g}, {sh:g}] on action[{d}], {reach:.0%} of "
+                                 f"the spec's [{el:g}, {eh:g}], on both sides of its centre (TanhNormal's default bounds are [-1, 1] "
+                                 "unless low/high are given)")
+                    break
+                if min(below, above) < SIDE:
+                    out.append(f"{e['label']}: the policy's {s['cls']} (built at {s['site']}, {s['n']} read) reaches [{sl:g}, {sh:g}] on "
+                               f"action[{d}], {reach:.0%} of the spec's [{el:g}, {eh:g}]: actions in the rest of the range never happen; "
+                               f"fix: {s['cls']}(..., low=env.action_spec_unbatched.space.low, high=env.action_spec_unbatched.space.high)")
+                    break
+    return out
+
+
 def judge(observed: dict) -> str:
-    envs = observed["sections"].get(NAME, {}).get("envs", [])
+    sec = observed["sections"].get(NAME, {})
+    envs = sec.get("envs", [])
     if not envs:
         raise sr.CheckSkipped("no base env with a bounded continuous action spec was stepped")
     why = premise(observed)
     if why:
         raise sr.CheckSkipped(why)
-    faults, notes, short = [], [], []
+    support_notes: list[str] = []
+    faults, notes, short = _unreachable(envs, sec.get("supports", []), support_notes), [], []
     for e in envs:
         where = f"{e['label']} (action range {e['range']})"
         procs = f" in {e['processes']} processes" if e.get("processes", 1) > 1 else ""
@@ -200,6 +264,8 @@ def judge(observed: dict) -> str:
             notes.append(f"{where}: {text}{later}")
     if faults:
         raise sr.CheckFailed(" | ".join(faults))
+    if sec.get("supports") and notes:
+        notes += support_notes or [f"the policy's distributions span the spec's range ({sum(s['n'] for s in sec['supports'])} supports read)"]
     if not notes:
         raise evidence.Short("too few actions to judge: " + "; ".join(short) + "; " + evidence.MORE)
     return "; ".join(notes) + (f"; not judged: {'; '.join(short)}" if short else "")

@@ -16,6 +16,10 @@ Measured (tests/fixtures/audit/effects/policy_update/train.py; pytorch/rl#1243's
 hand-written ``ratio * advantage`` with a [B] log-prob and GAE's [B, 1] advantage
 broadcasts to [B, B], whose mean is mean(ratio) * mean(advantage): every step gets the same
 weight, correlation about 0; a flipped sign: about -1.
+A log-prob hooked here that no backward pass ever reaches, while the optimizers step on, is
+a policy term cut from the graph (``loss_objective.detach()``, the objective computed under
+``torch.no_grad()`` or left out of the summed loss): fails when MIN_CALLS or more hooked
+log-probs were followed by an optimizer step and none was reached.
 Thresholds: FLOOR 0.3. Measured on 0.14.1: the median was 1.00 on every correct run
 (ClipPPOLoss on CartPole and Pendulum: modern_example.py, tests/fixtures/audit/reference/ppo.py,
 project_ppo; the hand-written loss fixed; A2CLoss in that fixture; ReinforceLoss and
@@ -57,13 +61,14 @@ def install(hub) -> None:
     from .probe import user_site
 
     sec = hub.section(NAME)
-    state = {"keys": {"advantage"}, "seen": 0, "calls": [], "constant": 0, "sites": {}}
+    state = {"keys": {"advantage"}, "seen": 0, "calls": [], "constant": 0, "sites": {}, "hooked": [], "reached": 0}
 
     def advantage_of(td):
         values = (td.get(key, None) for key in state["keys"]) if hasattr(td, "get") else ()
         return next((v for v in values if torch.is_tensor(v)), None)
 
     def record(grad, advantage, site):
+        state["reached"] += 1
         rows = advantage.shape[0]
         if grad is None or grad.numel() % rows:
             return
@@ -110,6 +115,8 @@ def install(hub) -> None:
                 i = state["seen"]
                 if len(state["calls"]) < MAX_CALLS and (i <= EARLY or i % EVERY == 0):
                     out.register_hook(lambda grad: record(grad, advantage, site))
+                    if len(state["hooked"]) < MAX_CALLS:  # the optimizer step count when hooked, and where
+                        state["hooked"].append((hub.meta["optimizer_steps"], site))
             return out
 
         try:
@@ -126,13 +133,23 @@ def install(hub) -> None:
     for cls in (ProbabilisticTensorDictSequential, ProbabilisticTensorDictModule):
         wrap(hub, cls, "get_dist", after=after_get_dist, guard="audit-policy-update")
     hub.on("value_estimates", on_estimates)
-    hub.summariser(lambda: sec.update({"calls": state["calls"], "constant": state["constant"], "sites": state["sites"]}))
+    hub.summariser(lambda: sec.update({"calls": state["calls"], "constant": state["constant"], "sites": state["sites"],
+                                       "reached": state["reached"], "steps": hub.meta["optimizer_steps"],
+                                       "stepped_after": sum(s < hub.meta["optimizer_steps"] for s, _ in state["hooked"]),
+                                       "hooked_at": sorted({site for _, site in state["hooked"]})}))
 
 
 def judge(observed: dict) -> str:
     sec = observed["sections"].get(NAME, {})
     calls = sec.get("calls", [])
     constant = sec.get("constant", 0)
+    if not sec.get("reached") and sec.get("stepped_after", 0) >= MIN_CALLS:
+        raise sr.CheckFailed(f"{sec['stepped_after']} log-probs of the taken actions were computed with gradients on data holding an "
+                             f"advantage (at {', '.join(sec.get('hooked_at', [])) or 'library code'}) and the optimizers then stepped "
+                             f"({sec.get('steps', 0)} steps in all), but no backward pass reached any of them: the policy-gradient term "
+                             "is cut from the graph (a .detach() on it, computed under torch.no_grad(), or left out of the loss that "
+                             "backward() runs on), so the policy learns nothing from its advantages; fix: backward() on "
+                             "loss['loss_objective'] + loss['loss_critic'] + loss['loss_entropy'], none of them detached")
     if not calls and not constant:
         raise sr.CheckSkipped("no backward pass through the log-prob of a probabilistic actor's distribution built on data "
                               "holding an advantage (an advantage-based loss: PPO, A2C, REINFORCE)")

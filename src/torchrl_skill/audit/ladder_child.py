@@ -255,7 +255,8 @@ def _parallel_as_serial() -> None:
     accepted = set(inspect.signature(SerialEnv.__init__).parameters)
 
     def __new__(cls, *args, **kwargs):
-        return SerialEnv(*args, **{k: v for k, v in kwargs.items() if k in accepted})
+        # mp_start_method is in SerialEnv's signature (BatchedEnvBase's) but it raises on "spawn"
+        return SerialEnv(*args, **{k: v for k, v in kwargs.items() if k in accepted and k != "mp_start_method"})
 
     ParallelEnv.__new__ = __new__
 
