@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import dataclasses
 import importlib.util
 import io
 import json
@@ -188,25 +189,37 @@ def test_proof_checker_rejects_a_missing_test():
 
 # ---------------------------------------------------------------------------- the index
 def test_index_is_well_formed():
+    """The index validates against its one schema (data/error_index.schema.json) with
+    jsonschema; the loader's own checks (ids once, patterns that compile) pass too."""
+    import jsonschema
+
+    from torchrl_skill import data
+
     raw = json.loads(ei.INDEX_PATH.read_text())
-    assert raw["schema"] == ei.SCHEMA_ID
+    schema = json.loads(data.ERROR_INDEX_SCHEMA.read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    jsonschema.validate(raw, schema)
+    assert raw["schema"] == ei.SCHEMA_ID == schema["$id"]
     entries = [ei._entry(item, f"entry {i}") for i, item in enumerate(raw["entries"])]
     assert len({e.id for e in entries}) == len(entries), "ids used twice"
-    for e in entries:
-        assert e.title.strip() and e.cause.strip() and e.fix.strip() and e.verify.strip()
-        assert not (e.proof and e.unreproducible), f"{e.id}: both a proof and an unreproducible reason"
+    # every field the schema allows is a field of ErrorEntry (``page`` is ``page_name`` there)
+    fields = {f.name for f in dataclasses.fields(ei.ErrorEntry)} - {"_compiled"}
+    assert {"page_name" if k == "page" else k for k in schema["$defs"]["entry"]["properties"]} == fields
 
 
 @pytest.mark.parametrize("bad, why", [
-    ({"id": "x", "area": "root", "title": "t", "cause": "c", "fix": "f", "verify": "v", "versions": "v", "color": "red"}, "unknown fields"),
-    ({"id": "x", "area": "nowhere", "title": "t", "cause": "c", "fix": "f", "verify": "v", "versions": "v"}, "area"),
-    ({"id": "Not_Kebab", "area": "root", "title": "t", "cause": "c", "fix": "f", "verify": "v", "versions": "v"}, "kebab"),
-    ({"id": "x", "area": "root", "title": "t", "cause": "", "fix": "f", "verify": "v", "versions": "v"}, "missing"),
+    ({"id": "x", "area": "root", "title": "t", "cause": "c", "fix": "f", "verify": "v", "versions": "v", "color": "red"}, "'color' was unexpected"),
+    ({"id": "x", "area": "nowhere", "title": "t", "cause": "c", "fix": "f", "verify": "v", "versions": "v"}, "area: 'nowhere' is not one of"),
+    ({"id": "Not_Kebab", "area": "root", "title": "t", "cause": "c", "fix": "f", "verify": "v", "versions": "v"}, "id: 'Not_Kebab' does not match"),
+    ({"id": "x", "area": "root", "title": "t", "cause": "", "fix": "f", "verify": "v", "versions": "v"}, "cause: '' does not match"),
     ({"id": "x", "area": "root", "title": "t", "cause": "c", "fix": "f", "verify": "v", "versions": "v", "patterns": ["("]}, "bad pattern"),
-    ({"id": "x", "area": "root", "title": "t", "cause": "c", "fix": "f", "verify": "v", "versions": "v", "page": "../x.md"}, "page"),
-    ({"id": "x", "area": "root", "title": "t", "cause": "c", "fix": "f", "verify": "v", "versions": "v", "also": ["root"]}, "also"),
+    ({"id": "x", "area": "root", "title": "t", "cause": "c", "fix": "f", "verify": "v", "versions": "v", "page": "../x.md"}, "page: '../x.md' does not match"),
+    ({"id": "x", "area": "root", "title": "t", "cause": "c", "fix": "f", "verify": "v", "versions": "v", "also": ["root"]}, "also names the entry's own area"),
     ({"id": "x", "area": "root", "title": "t", "cause": "c", "fix": "f", "verify": "v", "versions": "v",
-      "frames": ["discrete.py:entropy"]}, "frames"),
+      "frames": ["discrete.py:entropy"]}, "frames.0: 'discrete.py:entropy' does not match"),
+    ({"id": "x", "area": "root", "title": "t", "cause": "c", "verify": "v", "versions": "v"}, "'fix' is a required property"),
+    ({"id": "x", "area": "root", "title": "t", "cause": "c", "fix": "f", "verify": "v", "versions": "v",
+      "proof": "tests/test_x.py::test_y", "unreproducible": "why"}, "should not be valid under"),
 ])
 def test_malformed_entries_are_rejected(bad, why):
     with pytest.raises(ValueError, match=why):

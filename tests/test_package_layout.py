@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -30,7 +31,7 @@ SYS_PATH_WRITERS = {
     "torchrl_skill/audit/child.py": "the audited script's folder first, as `python train.py` does",
     "torchrl_skill/checks/llm/smoke_render.py": "the temporary project folder of a rendered checkpoint",
 }
-DATA_FILES = ("error_index.json", "api_changes.json", "stack_lines.json", "upstream_index.json", "report.schema.json")
+DATA_FILES = ("error_index.json", "error_index.schema.json", "api_changes.json", "stack_lines.json", "upstream_index.json", "report.schema.json")
 
 
 def _sys_path_writes(tree: ast.AST) -> list[int]:
@@ -120,3 +121,67 @@ def test_each_data_file_is_found_through_its_one_path():
     assert sorted(p.name for p in data.DATA.glob("*.json")) == sorted(DATA_FILES)
     for name in DATA_FILES:
         assert (data.DATA / name).is_file()
+
+
+# data file -> the one module whose function reads it (the rest call that function)
+LOADERS = {
+    "ERROR_INDEX": "torchrl_skill/explain/error_index.py",          # load(), by_id(), generic_messages()
+    "ERROR_INDEX_SCHEMA": "torchrl_skill/explain/error_index.py",   # _entry_validator()
+    "API_CHANGES": "torchrl_skill/data/__init__.py",                # data.api_changes()
+    "STACK_LINES": "torchrl_skill/stack/probe.py",                  # stack_lines()
+    "UPSTREAM_INDEX": "torchrl_skill/stack/versions.py",            # upstream()
+    "REPORT_SCHEMA": None,                                          # read by tests (jsonschema) only
+}
+
+
+def data_readers(files: dict[str, str]) -> dict[str, set[str]]:
+    """``{data constant: modules that read it}`` for ``{module path: source}``: a read
+    (``json.load``/``json.loads``/``read_text``/``open``/``_json``) whose argument names a data
+    path (``data.X``, or a module constant bound to it such as ``INDEX_PATH = data.ERROR_INDEX``)."""
+    readers: dict[str, set[str]] = {name: set() for name in LOADERS}
+    for rel, source in files.items():
+        tree = ast.parse(source)
+        aliases = {f"data.{name}": name for name in LOADERS}
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and ast.unparse(node.value) in aliases:
+                aliases.update({t.id: aliases[ast.unparse(node.value)] for t in node.targets if isinstance(t, ast.Name)})
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            func = ast.unparse(node.func)
+            if func.endswith(("json.loads", "json.load", "read_text", "_json")) or func == "open":
+                text = ast.unparse(node)
+                for alias, name in aliases.items():
+                    if re.search(rf"(?<![\w.]){re.escape(alias)}(?!\w)", text):
+                        readers[name].add(rel)
+    return readers
+
+
+def test_each_data_file_is_read_by_its_one_loader():
+    """Each data file is read in its loader's module only; every other module calls the
+    loader (whose path parameter defaults to the data constant)."""
+    files = {p.relative_to(SRC).as_posix(): p.read_text() for p in sorted(SRC.rglob("*.py"))}
+    readers = data_readers(files)
+    wrong = {name: found - {LOADERS[name]} for name, found in readers.items() if found - {LOADERS[name]}}
+    assert wrong == {}, f"read outside their loader: {wrong}"
+    assert readers["STACK_LINES"] == {LOADERS["STACK_LINES"]}  # the scan sees a real read
+    # negative control: a module reading the rename table itself is named
+    planted = {"torchrl_skill/checks/x.py": "import json\nfrom torchrl_skill import data\n"
+                                           "TABLE = data.API_CHANGES\nrows = json.loads(TABLE.read_text())\n"}
+    assert data_readers(planted)["API_CHANGES"] == {"torchrl_skill/checks/x.py"}
+
+
+def test_one_import_hook_and_one_thread_pin():
+    """``sys.meta_path`` is changed only by runtime/import_hook.py and torch's thread count only
+    by runtime/threads.py: the auditor's child and workers, and the LLM checks, share them."""
+    owners = {"sys.meta_path": set(), "set_num_threads": set()}
+    for path in sorted(SRC.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                call = ast.unparse(node.func)
+                if call.startswith("sys.meta_path."):
+                    owners["sys.meta_path"].add(path.relative_to(SRC).as_posix())
+                if node.func.attr == "set_num_threads":
+                    owners["set_num_threads"].add(path.relative_to(SRC).as_posix())
+    assert owners == {"sys.meta_path": {"torchrl_skill/runtime/import_hook.py"},
+                      "set_num_threads": {"torchrl_skill/runtime/threads.py"}}, owners

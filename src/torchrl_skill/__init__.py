@@ -15,7 +15,7 @@ Layers, bottom up (a layer imports only the ones above it in this list):
 - ``runtime``: running user code and processes: ``user_code`` (targets, time limits),
   ``worker_imports``, ``processes``, ``ray_local``, ``fork`` (a forked ``python ARGS``),
   ``boot`` (how a child interpreter finds this package), ``threads`` (torch's thread count
-  pinned for a block);
+  pinned for a block), ``import_hook`` (a function run when a package is first imported);
 - the instruments: ``explain`` (explain.py: names, errors, the error index), ``audit``
   (audit_run.py: the run-time auditor, its child, detectors and probe ladder), ``checks``
   (one sub-package per sub-skill with its scripts' bodies and helpers, and run_all_checks).

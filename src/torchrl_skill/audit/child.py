@@ -157,9 +157,8 @@ def install_detectors(hub, detectors) -> None:
 def _install_on_import(hub, patches, detectors) -> None:
     """Instrument torchrl the moment the target imports it: before any TorchRL object can
     exist, and without paying for torchrl in a target that fails before importing it; at
-    once if this interpreter already imported it (no import would trigger the finder)."""
-    import importlib.abc
-    import importlib.util
+    once if this interpreter already imported it (runtime/import_hook.py)."""
+    from torchrl_skill.runtime.import_hook import when_imported
 
     def install():
         try:
@@ -171,32 +170,18 @@ def _install_on_import(hub, patches, detectors) -> None:
         install_detectors(hub, detectors)
         hub.start = time.monotonic()  # the budget counts the target's own time, not torchrl's import
 
+    @contextlib.contextmanager
+    def paused():
+        hub.paused = True  # importing torchrl is not the target hanging
+        try:
+            yield
+        finally:
+            hub.paused = False
+
     if "torchrl" in sys.modules:  # imported before the target ran (a .pth file, a launcher that preloads it)
         install()
-        return
-
-    class Finder(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path, target=None):
-            if name != "torchrl":
-                return None
-            sys.meta_path.remove(self)
-            spec = importlib.util.find_spec(name)
-            if spec is None or spec.loader is None:
-                return spec
-            run = spec.loader.exec_module
-
-            def exec_module(module):
-                hub.paused = True  # importing torchrl is not the target hanging
-                try:
-                    run(module)
-                    install()
-                finally:
-                    hub.paused = False
-
-            spec.loader.exec_module = exec_module
-            return spec
-
-    sys.meta_path.insert(0, Finder())
+    else:
+        when_imported("torchrl", install, around=paused)
 
 
 def _pid_alive(pid: int) -> bool:

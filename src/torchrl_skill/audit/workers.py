@@ -117,33 +117,19 @@ def _install(hub, patches, detectors) -> None:
 
 
 def _install_on_import(hub, patches, detectors) -> None:
-    """Instrument torchrl when this worker imports it (as child.py does in the main process);
-    a failure leaves the worker uninstrumented and says so in its report, never stops it."""
-    import importlib.abc
-    import importlib.util
+    """Instrument torchrl when this worker imports it (as child.py does in the main process,
+    through the same hook: runtime/import_hook.py); a failure leaves the worker
+    uninstrumented and says so in its report, never stops it."""
+    from torchrl_skill.runtime.import_hook import when_imported
 
-    class Finder(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path, target=None):
-            if name != "torchrl":
-                return None
-            sys.meta_path.remove(self)
-            spec = importlib.util.find_spec(name)
-            if spec is None or spec.loader is None:
-                return spec
-            run = spec.loader.exec_module
+    def install():
+        try:
+            _install(hub, patches, detectors)
+        except Exception as err:
+            hub.probe_error("worker-install:_audit.workers", err)
+        hub.snapshot()
 
-            def exec_module(module):
-                run(module)
-                try:
-                    _install(hub, patches, detectors)
-                except Exception as err:
-                    hub.probe_error("worker-install:_audit.workers", err)
-                hub.snapshot()
-
-            spec.loader.exec_module = exec_module
-            return spec
-
-    sys.meta_path.insert(0, Finder())
+    when_imported("torchrl", install)
 
 
 def boot(folder: str) -> None:

@@ -15,7 +15,6 @@ import importlib
 import importlib.util
 import os
 import signal
-import sys
 import time
 from pathlib import Path
 

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import sys
-from pathlib import Path
 
 MODES = [(mode, gen, lp) for mode in ("history", "text", "tokens") for gen, lp in ((True, True), (True, False), (False, True))]
 

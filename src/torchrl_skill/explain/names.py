@@ -318,16 +318,12 @@ def api_changes_path() -> Path:
     return data.API_CHANGES
 
 
-@functools.lru_cache(maxsize=None)
 def api_changes() -> dict:
-    """The bundle's rename table (``api_changes.json``); empty sections when it is absent."""
-    import json
+    """The bundle's rename table (``api_changes.json``); empty sections when it is absent
+    (``torchrl_skill.stack.versions.api_changes``)."""
+    from torchrl_skill.stack import versions
 
-    try:
-        data = json.loads(api_changes_path().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        data = {}
-    return {k: data.get(k, []) for k in ("names", "keys", "kwargs", "deprecated")}
+    return versions.api_changes()
 
 
 def _tail_matches(dotted: str, name: str) -> bool:

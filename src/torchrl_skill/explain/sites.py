@@ -25,7 +25,6 @@ import ast
 import functools
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 from .index import TOPS, full_index, package_dir
 

@@ -61,8 +61,13 @@ def _json(path: Path) -> dict:
 
 @functools.lru_cache(maxsize=None)
 def api_changes() -> dict:
-    data = _json(API_CHANGES_PATH)
-    return {k: data.get(k, []) for k in ("names", "keys", "kwargs", "deprecated")}
+    """The bundle's rename table's sections (data.api_changes: ``{"names", "keys", "kwargs",
+    "deprecated"}``, nothing else); empty when the file is absent or broken."""
+    try:
+        table = data.api_changes(API_CHANGES_PATH)
+    except (OSError, ValueError):
+        table = {}
+    return {k: table.get(k, []) for k in data.API_CHANGES_SECTIONS}
 
 
 @functools.lru_cache(maxsize=None)

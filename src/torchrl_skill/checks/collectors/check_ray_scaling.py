@@ -12,8 +12,6 @@ seconds) and that no session folder is left. ray missing: the checks say "missin
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 from torchrl_skill.report import skill_report as sr  # noqa: E402
 

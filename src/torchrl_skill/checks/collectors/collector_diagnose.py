@@ -6,7 +6,6 @@ src/torchrl_skill/data/api_changes.json.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -27,7 +26,7 @@ def renamed_collectors(path: Path | None = None) -> dict[str, dict]:
     """
     path = Path(path or API_CHANGES)
     try:
-        rows = json.loads(path.read_text())["names"]
+        rows = data.api_changes(path)["names"]
     except (OSError, ValueError, KeyError) as exc:
         sr.cannot_run(f"cannot read the renamed-name table {path}: {exc}", "restore the bundle's api_changes.json")
     out = {r["old"]: r for r in rows if r["old"].startswith("torchrl.collectors.")}

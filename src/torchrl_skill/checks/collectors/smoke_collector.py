@@ -23,7 +23,6 @@ change_trainer_weights, push_weights, TRAJS_PER_BATCH.
 from __future__ import annotations
 
 import signal
-import sys
 from pathlib import Path
 
 from torchrl_skill.report import skill_report as sr  # noqa: E402

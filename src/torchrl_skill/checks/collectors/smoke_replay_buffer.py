@@ -11,7 +11,6 @@ the second. --dumps DIR runs that layout check on your buffer, saved with rb.dum
 from __future__ import annotations
 
 import functools
-import sys
 import tempfile
 from pathlib import Path
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import json
 import warnings
 from pathlib import Path
 
@@ -27,10 +26,7 @@ def load_table(path: Path | str = TABLE_PATH) -> dict:
 
     Raises ``FileNotFoundError`` / ``json.JSONDecodeError`` when the file is absent or broken.
     """
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
-    for section in ("names", "keys", "kwargs", "deprecated"):
-        data.setdefault(section, [])
-    return data
+    return data.api_changes(path)
 
 
 def resolve(dotted: str):

@@ -12,7 +12,6 @@ With no PATH it checks a bundled synthetic example that follows the policy.
 from __future__ import annotations
 
 import ast
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path

@@ -15,7 +15,6 @@ import functools
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 from torchrl_skill.report import skill_report as sr  # noqa: E402

@@ -30,7 +30,6 @@ failure) or deprecated (a skip; a failure with --strict), and the upstream bug f
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from torchrl_skill.report import skill_report as sr  # noqa: E402

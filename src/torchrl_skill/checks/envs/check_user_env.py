@@ -23,8 +23,6 @@ fixed_terminal_length, transform_state_changes, restored_step_gaps, CHECKS and t
 from __future__ import annotations
 
 import contextlib
-import sys
-from pathlib import Path
 
 from torchrl_skill.runtime import user_code as uc  # noqa: E402
 from torchrl_skill.report import skill_report as sr  # noqa: E402

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import sys
-from pathlib import Path
 
 from torchrl_skill.report import skill_report as sr  # noqa: E402
 

@@ -16,8 +16,6 @@ scoring policy, GRPO batch) that the tests reuse to pass broken objects in.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 from torchrl_skill.report import skill_report as sr  # noqa: E402
 

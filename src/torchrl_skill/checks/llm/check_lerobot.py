@@ -17,7 +17,6 @@ action tokenizers round-trip the dataset's actions within half a bin; a plain
 from __future__ import annotations
 
 import importlib.util
-import sys
 import tempfile
 from pathlib import Path
 

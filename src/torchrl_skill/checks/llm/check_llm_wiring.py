@@ -19,8 +19,6 @@ against the trainer's Hugging Face model (not verified here).
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 from torchrl_skill.runtime import user_code as _user_code  # noqa: E402
 from torchrl_skill.report import skill_report as sr

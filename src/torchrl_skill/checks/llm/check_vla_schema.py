@@ -10,7 +10,6 @@ does not exist or does not load as a TensorDict exits 2.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from torchrl_skill.report import skill_report as sr  # noqa: E402

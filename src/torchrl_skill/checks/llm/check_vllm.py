@@ -15,7 +15,6 @@ process vLLM started is gone. About 3-5 minutes on 2 busy cores (engine start ~2
 from __future__ import annotations
 
 import importlib.util
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path

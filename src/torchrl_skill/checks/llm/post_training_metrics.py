@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import csv
 import math
-import sys
 from pathlib import Path
 
 from torchrl_skill.report import skill_report as sr  # noqa: E402

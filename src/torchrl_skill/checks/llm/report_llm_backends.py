@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import importlib.util
 import platform
-import sys
-from pathlib import Path
 
 from torchrl_skill.report import skill_report as sr  # noqa: E402
 

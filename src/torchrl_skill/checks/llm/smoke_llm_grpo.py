@@ -10,9 +10,7 @@ LLMCollector batch written into a replay buffer and MCAdvantage on a GRPO group.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 from torchrl_skill.report import skill_report as sr
 from torchrl_skill.runtime.threads import torch_threads  # noqa: E402

@@ -15,7 +15,6 @@ temporary file or Ray process is left.
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path

@@ -12,10 +12,8 @@ Face Qwen2ForSequenceClassification via HFRewardModelWrapper; --log-dir keeps it
 
 from __future__ import annotations
 
-import sys
 import tempfile
 import time
-from pathlib import Path
 
 from torchrl_skill.report import skill_report as sr  # noqa: E402
 

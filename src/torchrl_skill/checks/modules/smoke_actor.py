@@ -13,8 +13,6 @@ the keys and shapes it verified.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 from torchrl_skill.report import skill_report as sr  # noqa: E402
 

@@ -13,8 +13,6 @@ policy on the nested key ("agents", "observation") whose sub-TensorDict has batc
 from __future__ import annotations
 
 import functools
-import sys
-from pathlib import Path
 
 from torchrl_skill.report import skill_report as sr  # noqa: E402
 

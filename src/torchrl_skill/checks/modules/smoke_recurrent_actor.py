@@ -14,8 +14,6 @@ trajectory. The GRU collector run is behind --gru-collector.
 from __future__ import annotations
 
 import functools
-import sys
-from pathlib import Path
 
 from torchrl_skill.report import skill_report as sr  # noqa: E402
 

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import sys
-from pathlib import Path
 
 from torchrl_skill.runtime import user_code as _user_code  # noqa: E402
 from torchrl_skill.report import skill_report as sr  # noqa: E402

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import sys
-from pathlib import Path
 
 from torchrl_skill.report import skill_report as sr  # noqa: E402
 from torchrl_skill.checks.objectives.loss_builders import fmt_key  # noqa: E402

@@ -11,8 +11,6 @@ that never moves is a silent fault, and --skip-updater-step shows that this chec
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 from torchrl_skill.report import skill_report as sr  # noqa: E402
 
