@@ -81,7 +81,7 @@ def _subprocess_kind(path: Path) -> str | None:
 
 def trigger_text(path: Path) -> str | None:
     """The real error text a trigger produces: the whole traceback of what it raises (its
-    frames confirm an entry whose message is generic: ``_explain/tracebacks.py``), or the
+    frames confirm an entry whose message is generic: ``explain/tracebacks.py``), or the
     text it returns (a warning, a log line, a worker's output); None when it neither raised
     nor returned."""
     kind = _subprocess_kind(path)
@@ -124,7 +124,7 @@ def test_every_error_entry_has_a_trigger_or_a_reason(capsys):
 @pytest.mark.parametrize("entry", PROVEN, ids=lambda e: e.id)
 def test_trigger_raises_the_real_error_and_the_index_ranks_it_first(entry):
     """The real error (its whole traceback) confirms the entry and ranks it first
-    (``_explain/tracebacks.answer``: a distinctive text, or a frame the entry names)."""
+    (``explain/tracebacks.answer``: a distinctive text, or a frame the entry names)."""
     text = trigger_text(BUNDLE / entry.proof)
     assert text, f"{entry.proof} neither raised nor returned the error text"
     assert _occurs(entry, text), f"no signature or pattern of {entry.id} occurs in the real message: {text[-600:]!r}"
@@ -138,8 +138,8 @@ def _the_raising_site_names_the_entry(entry: ei.ErrorEntry, text: str) -> None:
     """When the trigger's error comes from a ``raise`` statement of torchrl/tensordict (the
     installed line at the innermost frame starts with ``raise``) and the entry is about that
     last message (a signature or pattern occurs in it), the source lookup
-    (``_explain/sites.py``) finds that file and line from the message alone, and lists this
-    entry among the index entries at that site (``_explain/lookup.entries_at``)."""
+    (``explain/sites.py``) finds that file and line from the message alone, and lists this
+    entry among the index entries at that site (``explain/lookup.entries_at``)."""
     trace = frames(text)
     if not trace or not trace[-1].library:
         return

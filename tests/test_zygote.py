@@ -110,7 +110,7 @@ print("STARTED " + json.dumps([type(s).__name__ for s in started]))
 
 @pytest.mark.slow
 def test_the_runner_forking_its_own_child_gives_the_same_rows():
-    # run_all_checks.py's workers start the auditor's child with _audit.runner.fork_child
+    # run_all_checks.py's workers start the auditor's child with torchrl_skill.audit.runner.fork_child
     from conftest import BUNDLE
 
     target = str(FIXTURES / "audit" / "env_seeding" / "broken.py")

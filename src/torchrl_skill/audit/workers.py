@@ -126,7 +126,7 @@ def _install_on_import(hub, patches, detectors) -> None:
         try:
             _install(hub, patches, detectors)
         except Exception as err:
-            hub.probe_error("worker-install:_audit.workers", err)
+            hub.probe_error("worker-install:torchrl_skill.audit.workers", err)
         hub.snapshot()
 
     when_imported("torchrl", install)
@@ -186,7 +186,7 @@ def _patch_start(hub) -> None:
                 {"pid": self.pid, "method": method, "target": getattr(target, "__name__", None) if target is not None else None,
                  "t": round(time.time(), 3)})  # wall clock, comparable across processes (d_training's early stop)
         except Exception as err:
-            hub.probe_error("process-start:_audit.workers", err)
+            hub.probe_error("process-start:torchrl_skill.audit.workers", err)
         return out
 
     start._audit_wrapped = True
@@ -219,7 +219,7 @@ def enable(hub, patches, detectors, folder: str) -> None:
                 _watch_first_resets(hub)
                 hub.meta["instrumented"] = True
         except Exception as err:
-            hub.probe_error("worker-install:_audit.workers", err)
+            hub.probe_error("worker-install:torchrl_skill.audit.workers", err)
         hub.snapshot()
 
     if not _STATE.get("fork_hook"):

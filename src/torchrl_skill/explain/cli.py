@@ -20,7 +20,7 @@ the entries. First, when the message names a torchrl/tensordict object (``'X' ob
 'torchrl.y'``), X's live attributes or signature closest to y/k and the bundle's rename rows
 for them. A name no public module exports (``ContinuousBox``) is found in the submodule that
 defines it. When no entry matches, the message is looked up where the installed torchrl or
-tensordict raise it (``_explain/sites.py``: file:line, the guarding ``if``, the public APIs
+tensordict raise it (``explain/sites.py``: file:line, the guarding ``if``, the public APIs
 that reach it, the entries at that site), or, under a torchrl/tensordict frame of a
 traceback, the call that torch/numpy/Python raised inside; then a reference quoting it. Each
 says it is derived, not a verified entry.
@@ -250,8 +250,8 @@ def _row(report: sr.Report, name: str, status: str, lines: list[str]) -> None:
 def run_error(text: str, args, report: sr.Report) -> None:
     """Rows for an error text: first the answers derived from the installed library (the
     function that raised, for a traceback through torchrl/tensordict; a torchrl object the
-    message names: ``_explain/errors.py``), then the index entries the text confirms
-    (``_explain/tracebacks.py``: a distinctive signature or pattern, or a frame the entry
+    message names: ``explain/errors.py``), then the index entries the text confirms
+    (``explain/tracebacks.py``: a distinctive signature or pattern, or a frame the entry
     names) as PASS rows. A message torch, tensordict or Python raises for many callers
     confirms nothing by itself: its entries are ``candidate:`` SKIP rows, each with the
     frame that tells it apart, and ``error:unconfirmed`` fails (a skip when a derived
@@ -328,5 +328,5 @@ def main(argv=None) -> int:
 if __name__ == "__main__":
     from torchrl_skill.explain import names as _names
 
-    _names.HIDE = True  # a fresh interpreter: keep Ray/vLLM/SGLang out (see _explain/names.py)
+    _names.HIDE = True  # a fresh interpreter: keep Ray/vLLM/SGLang out (see explain/names.py)
     sr.main_guard(main)

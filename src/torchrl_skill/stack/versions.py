@@ -14,9 +14,9 @@ Three generated or curated sources, each read here only:
   release's compiled extension was measured to load with, for check_torchrl_env.py
   (:func:`extension_torch`, :func:`torch_fix`).
 
-``explain.py NAME`` reads :func:`fixes_for` (``_explain/notes.py``: what NAME is called or
+``explain.py NAME`` reads :func:`fixes_for` (``explain/notes.py``: what NAME is called or
 where it lives in the newest line, the fixes to it the installed release lacks) and
-``explain.py --error`` reads :func:`upstream` (``_explain/errors.py``: fixes that changed or
+``explain.py --error`` reads :func:`upstream` (``explain/errors.py``: fixes that changed or
 removed that message); a check that needs what an older release lacks is a skip through
 :func:`missing_feature`. ``scan_api_drift.py --to`` plans a migration with
 :func:`rows_between` and :func:`fixes_between`.

@@ -1,6 +1,6 @@
 """Reading a saved traceback or log for smoke_collector.py --diagnose: the cause and fix of
 every known fault in it, from the bundle's error index (src/torchrl_skill/data/error_index.json via
-scripts/_error_index.match) and, for names torchrl removed, the exact replacement from
+explain/error_index.match) and, for names torchrl removed, the exact replacement from
 src/torchrl_skill/data/api_changes.json.
 """
 
@@ -53,7 +53,7 @@ def removed_name_findings(text: str, api_changes: Path | None = None) -> list[tu
 
 def index_findings(text: str) -> list[tuple[str, str]]:
     """``(matched text, "cause; fix: ... [id]")`` for each error-index entry whose signature or
-    pattern occurs in ``text`` (scripts/_error_index.match; near misses are left out)."""
+    pattern occurs in ``text`` (explain/error_index.match; near misses are left out)."""
     from torchrl_skill.explain import error_index as _error_index
 
     hits = _error_index.match(text, limit=len(_error_index.load()))
