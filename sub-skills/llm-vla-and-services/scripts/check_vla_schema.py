@@ -3,7 +3,7 @@
 import sys
 from pathlib import Path
 
-# The bundle's code is the package under src/ (src/torchrl_skill/README.md); src/ holds only
+# The bundle's code is the package under src/ (its __init__.py gives the map); src/ holds only
 # torchrl_skill, so putting it first on sys.path never shadows a user's module.
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "src"))
 from torchrl_skill.checks.llm.check_vla_schema import main  # noqa: E402
