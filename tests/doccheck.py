@@ -39,7 +39,8 @@ BLOCK_RUNNER = BUNDLE / "tests" / "run_md_blocks.py"
 MAX_NOT_RUN_PER_FILE = 4
 ROOT_MAX_LINES, ROOT_MAX_TOKENS = 150, 1500
 SKILL_MAX_LINES, SKILL_MAX_TOKENS = 200, 5000
-ROUTE_MAX_TOKENS = 6000  # root SKILL.md + one sub-skill's SKILL.md + one of its references
+ROUTE_MAX_TOKENS = 5000  # root SKILL.md + one sub-skill's SKILL.md + one of its references
+AGENT_MAX_TOKENS = 80_000  # every SKILL.md and reference together (agent_markdown())
 # A python block's time limit is a hang guard, not a budget: ~30 s blocks must still pass
 # on a machine 3x slower with both cores busy (CONTRIBUTING.md, "Tests").
 BLOCK_TIMEOUT_S = 180
@@ -741,6 +742,18 @@ def agent_markdown(root: Path = BUNDLE) -> list[Path]:
     """What an agent reads and runs commands from: every SKILL.md and reference (the
     README is for people in a clone of the repository, whose commands run from its root)."""
     return [m for m in bundle_markdown(root) if m != root / "README.md"]
+
+
+def check_agent_budget(root: Path = BUNDLE) -> list[str]:
+    """All agent-facing markdown (``agent_markdown``) fits AGENT_MAX_TOKENS together: what an
+    agent may load over a session, so a fact is written once and linked, not restated."""
+    files = agent_markdown(root)
+    total = sum(tokens(f.read_text()) for f in files)
+    if total <= AGENT_MAX_TOKENS:
+        return []
+    largest = sorted(files, key=lambda f: -tokens(f.read_text()))[:5]
+    return [f"agent markdown: about {total} tokens in {len(files)} files (max {AGENT_MAX_TOKENS}); largest: "
+            + ", ".join(f"{f.relative_to(root).as_posix()} {tokens(f.read_text())}" for f in largest)]
 
 
 # ----------------------------------------------------------------------------- README script table

@@ -80,6 +80,16 @@ def test_route_token_budget(skill_dir: Path):
     assert not problems, "\n".join(problems)
 
 
+def test_agent_markdown_budget():
+    problems = dc.check_agent_budget()
+    assert not problems, "\n".join(problems)
+
+
+def test_agent_markdown_budget_rejects_a_bundle_over_it(monkeypatch):
+    monkeypatch.setattr(dc, "AGENT_MAX_TOKENS", dc.tokens(dc.BUNDLE.joinpath("SKILL.md").read_text()))
+    assert dc.check_agent_budget() and "max" in dc.check_agent_budget()[0]
+
+
 @pytest.mark.parametrize("md", REFERENCES, ids=md_id)
 def test_every_section_proves_itself(md: Path):
     problems = dc.check_proofs(md)
