@@ -8,7 +8,9 @@ equal to the number of envs) are joined over consecutive batches into WINDOW ste
 leaf with no feature dim (``PendulumEnv``'s ``"th"``) counts as one feature. A later reset in a row that differs from that row's
 first reset shows the env's resets are random; one that equals it shows them repeating.
 Faults: two or more rows identical over a whole batch; fewer distinct first resets than
-workers, unless the reset is shown deterministic by design: the workers were seeded apart
+workers, unless the [env, time] rows all differ (more than one distinct reset: a reset space
+smaller than the worker count, such as a small discrete env) or the reset is shown
+deterministic by design: the workers were seeded apart
 (``set_seed`` on the batched env gives each worker its own seed) and still reset alike, or later
 resets repeat the first one and none differs. The usual causes, named from the batched
 env itself: ``create_env_kwargs`` given as one dict (torchrl copies it to every worker, so
@@ -195,6 +197,10 @@ def judge(observed: dict) -> str:
             notes.append(f"{head}: the workers were seeded apart (set_seed) and still reset alike, so the reset is deterministic by design")
         elif repeated and not random_reset:
             notes.append(f"{head}: {repeated} later resets repeated the first one and none differed, so the reset is deterministic by design")
+        elif r["unique"] > 1 and sources and not any(s["identical"] for s in sources):
+            # a reset drawn from fewer states than workers: rows still part once they act
+            notes.append(f"{head}, yet no two env rows were alike over {sum(s['batches'] for s in sources)} [env, time] checks: "
+                         "the reset draws from fewer states than there are workers, the workers do not replay one stream")
         else:
             seen = "later resets differ, so resets are random" if random_reset else "nothing shows the reset is deterministic by design"
             faults.append(f"{head} ({seen}): the workers start every episode alike; cause: {_cause(r)}")

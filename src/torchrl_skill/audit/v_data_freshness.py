@@ -22,8 +22,9 @@ off-policy loss trains, the buffer's length at each sample is compared with the 
 newest batch written.
 
 Every on-policy loss call is also fingerprinted in full (up to COVER_ROWS rows) and counted
-against the collection its rows came from: a collection's coverage is the share of its rows
-that reached the loss before the next collection. Every off-policy loss call looked up counts
+against the collection its rows came from: a collection's coverage is the share of its
+distinct rows (by fingerprint: repeated observations count once) that reached the loss before
+the next collection. Every off-policy loss call looked up counts
 its rows collected after the first optimizer step ("own") against the number uniform
 sampling over everything collected would give.
 
@@ -105,7 +106,7 @@ def install(hub) -> None:
         if cover["coll"] is not None and cover["calls"] and cover["ok"]:
             cover["done"].append((len(cover["seen"]), sizes[cover["coll"]], cover["calls"]))
         cover.update(seen=set(), ok=True, calls=0, coll=idx)
-        sizes.append(len(fps))
+        sizes.append(len(set(fps)))  # distinct rows: a small discrete env repeats observations within a batch
         if own["first_step_coll"] is None and hub.meta["optimizer_steps"]:
             own["first_step_coll"] = idx
         coll.append({"version": hub.meta["optimizer_steps"], "keys": fps})
@@ -256,7 +257,7 @@ def judge(obs: dict) -> str:
         worst = min(covered, key=lambda c: c[0] / c[1])
         if len(covered) >= MIN_COVERED and med < COVER:
             faults.append(f"{', '.join(sorted({x['cls'] for x in losses}))} saw a median {med:.0%} of each collected batch's rows before "
-                          f"the next batch ({len(covered)} batches; e.g. {worst[0]} distinct of {worst[1]} rows over {worst[2]} calls): "
+                          f"the next batch ({len(covered)} batches; e.g. {worst[0]} of its {worst[1]} distinct rows over {worst[2]} calls): "
                           "it trains on a slice of the data, many times over; fix: feed the whole batch to the epochs "
                           "(rb.extend(data.reshape(-1)), then sample minibatches until every row was drawn)")
         elif len(covered) >= MIN_COVERED:

@@ -11,7 +11,9 @@ Measured on the data (child side): every collection (collector batch, ``env.roll
 fingerprinted row by row: a fixed random projection of the root observation and of the
 action (FP_KEYS, the same keys data-freshness reads) keys the row's next-observation
 projection, reward and terminated flag (up to CANDIDATES distinct outcomes per key: a
-stochastic or probe env repeats a state). Every replay-buffer write and every loss call
+stochastic or probe env repeats a state; a key seen with more outcomes than that, such as a
+state-action pair of a small discrete env with noisy rewards, is ambiguous and not judged).
+Every replay-buffer write and every loss call
 (the first CHECK_FIRST, then every CHECK_EVERY-th; at most ROWS rows each) looks its rows up:
 a row found whose next observation, reward or flag matches none of its recorded outcomes is
 a broken transition. A reward is judged broken only when it is another row's (a permuted or
@@ -49,6 +51,7 @@ def install(hub) -> None:
     gen = torch.Generator().manual_seed(54321)
     proj: dict[int, torch.Tensor] = {}
     table: dict[tuple, list] = {}
+    ambiguous: set = set()  # keys seen with more than CANDIDATES outcomes: their rows are not judged
     order: list[list] = []  # per collection: its keys, to forget the oldest
     size = {"rows": 0}
     rewards: dict[float, int] = {}  # collected reward values (rounded) -> rows remembered holding it
@@ -101,8 +104,11 @@ def install(hub) -> None:
             if r is not None:
                 rewards[round(r, 9)] = rewards.get(round(r, 9), 0) + 1
             cands = table.setdefault(key, [])
-            if (nfp, r, t) not in cands and len(cands) < CANDIDATES:
-                cands.append((nfp, r, t))
+            if (nfp, r, t) not in cands:
+                if len(cands) < CANDIDATES:
+                    cands.append((nfp, r, t))
+                else:
+                    ambiguous.add(key)
             keys.append(key)
         order.append((keys, [round(g[2], 9) for g in got if g[2] is not None]))
         size["rows"] += len(keys)
@@ -111,6 +117,7 @@ def install(hub) -> None:
             size["rows"] -= len(old)
             for k in old:
                 table.pop(k, None)
+                ambiguous.discard(k)
             for r in old_rewards:
                 rewards[r] -= 1
                 if not rewards[r]:
@@ -124,10 +131,13 @@ def install(hub) -> None:
         if not got or not table:
             return
         info = sites.setdefault(where, {"site": user_site(2), "rows": 0, "bad": dict.fromkeys(FIELDS, 0), "next_is_root": 0,
-                                        "changed_rewards": 0})
+                                        "changed_rewards": 0, "ambiguous": 0})
         for key, nfp, r, t, ofp in got:
             cands = table.get(key)
             if not cands:
+                continue
+            if key in ambiguous:
+                info["ambiguous"] += 1
                 continue
             info["rows"] += 1
             bad = []
@@ -170,8 +180,11 @@ def judge(obs: dict) -> str:
     if not sec.get("sites"):
         raise sr.CheckSkipped("no loss call or replay-buffer write on collected data was seen")
     if not sites:
+        amb = sum(s.get("ambiguous", 0) for s in sec["sites"])
         raise sr.CheckSkipped("no row a loss trained on (or a buffer stored) was found in a collected batch "
-                              "(data transformed after collection); not measured")
+                              + (f"with one recorded outcome set: {amb} rows had an observation and action the env answered "
+                                 f"in more than {CANDIDATES} ways (a small discrete state space, noisy rewards); not measured"
+                                 if amb else "(data transformed after collection); not measured"))
     need(max(s["rows"] for s in sites), MIN_ROWS, "transitions", "rows found in a collected batch")
     faults, notes = [], []
     for s in sites:

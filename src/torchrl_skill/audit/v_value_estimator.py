@@ -200,6 +200,26 @@ def _near(a: float, b: float) -> bool:
     return abs(a - b) <= 1e-6 * max(1.0, abs(b))
 
 
+def _two_estimators(ests: list[dict]) -> list[str]:
+    """A loss that computed advantages with its own estimator while the script called another
+    one with other gamma/lmbda: the script's settings never reach the loss (its output was not
+    in the batches the loss got, e.g. a replay buffer filled before the estimator ran).
+    pytorch/rl#2462 (ClipPPOLoss's default GAE(gamma=0.99, lmbda=0.95) used in its place)."""
+    mine = [e for e in ests if not e["loss"] and e["calls"]]
+    faults = []
+    for own in (e for e in ests if e["loss"] and e["calls"]):
+        for other in mine:
+            diff = [f"{k} {own[k]:g} vs {other[k]:g}" for k in ("gamma", "lmbda")
+                    if own.get(k) is not None and other.get(k) is not None and not _near(own[k], other[k])]
+            if diff:
+                faults.append(f"{own['loss']} computed advantages itself on {own['calls']} calls with its own {own['cls']} "
+                              f"(first at {own['site']}), not with the script's {other['cls']} (called {other['calls']} times, first at "
+                              f"{other['site']}): {', '.join(diff)}; the script's estimator output never reached the loss's batches; "
+                              "fix: run the script's estimator on the data the loss trains on before sampling it (rb.extend after "
+                              f"advantage_module(data)), or loss.make_value_estimator(ValueEstimators.{own['cls']}, gamma=..., lmbda=...)")
+    return faults
+
+
 def judge(obs: dict) -> str:
     sec = obs["sections"].get(NAME, {})
     ests = sec.get("estimators", [])
@@ -208,7 +228,7 @@ def judge(obs: dict) -> str:
     judged = [e for e in ests if e["flag_calls"]]
     if not judged:
         raise sr.CheckSkipped("the value estimator's data held no ('next', 'terminated') flag of the env to compare with: not measured")
-    faults, notes = [], []
+    faults, notes = _two_estimators(ests), []
     for e in judged:
         head = f"{e['cls']}{' of ' + e['loss'] if e['loss'] else ''} (first called at {e['site']})"
         params = f"gamma {e['gamma']:g}" + (f", lmbda {e['lmbda']:g}" if e["lmbda"] is not None else "")
