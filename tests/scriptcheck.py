@@ -128,10 +128,14 @@ def check_text_run_in_process(script: Path) -> list[str]:
 
 
 def body_file(script: Path) -> Path:
-    """The package module file an entry point runs (src/torchrl_skill/...py): the script's body."""
+    """The package module file an entry point runs (src/torchrl_skill/...py): the script's body;
+    a script that is no entry point (a fixture written whole) is its own body."""
     from torchrl_skill.report import skill_report
 
-    return BUNDLE / "src" / (skill_report.entry_module(script).replace(".", "/") + ".py")
+    try:
+        return BUNDLE / "src" / (skill_report.entry_module(script).replace(".", "/") + ".py")
+    except ValueError:
+        return script
 
 
 def check_no_bare_assert(script: Path) -> list[str]:

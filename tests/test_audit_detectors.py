@@ -267,7 +267,7 @@ def test_a_probe_error_shows_in_its_detectors_row_as_not_measured():
     audit_run = load_module("scripts/audit_run")
     module = next(m for m in audit_run.MODULES if m.NAME == "identical-workers")
     error = "IndexError: Dimension out of range at d_identical_workers.py:39"
-    observed = {"meta": {"probe_errors": {"env_reset:_audit.d_identical_workers": error}}, "sections": {}, "end": {"how": "finished"}}
+    observed = {"meta": {"probe_errors": {"env_reset:torchrl_skill.audit.d_identical_workers": error}}, "sections": {}, "end": {"how": "finished"}}
     with pytest.raises(sr.CheckSkipped) as skipped:
         audit_run.detector_check(module)(observed)
     assert str(skipped.value) == f"not measured: its env_reset probe raised {error} (an auditor bug)"

@@ -147,7 +147,7 @@ class Hub:
 
     def probe_error(self, where: str, err: BaseException) -> None:
         """Record an exception of the auditor's own code under ``where`` (``"EVENT:MODULE"``,
-        e.g. ``"env_reset:_audit.d_identical_workers"``) as ``"TypeError: message at
+        e.g. ``"env_reset:torchrl_skill.audit.d_identical_workers"``) as ``"TypeError: message at
         file.py:LINE"``, the line being the innermost one of this package (an auditor bug,
         shown in the row of the detector ``MODULE`` belongs to)."""
         errors = self.meta["probe_errors"]
