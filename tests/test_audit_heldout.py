@@ -139,3 +139,14 @@ def test_transitions_judge_needs_its_evidence_and_names_a_flag_changed_after_col
     assert "300 rows found" in vt.judge({"sections": {vt.NAME: {"sites": [site(300, terminated=30)]}}})
     with pytest.raises(sr.CheckSkipped, match="no loss call"):
         vt.judge({"sections": {vt.NAME: {"sites": []}}})
+
+
+@pytest.mark.slow
+def test_an_env_built_for_its_statistics_and_a_trajectory_storage_are_not_misread():
+    # coding_ddpg.py's layout (its clean run failed both rows before): the broken sides are
+    # test_audit_detectors.py's unused TransformedEnv and test_audit_invariants.py's one-batch buffer
+    _, report = run_main("scripts/audit_run", "--seconds", "300", "--max-frames", "1536", str(HELDOUT / "stats_env.py"))
+    got = rows(report)
+    assert got["transforms"][0] == "pass", got["transforms"]
+    status, detail = got["data-freshness"]
+    assert status == "pass" and "24.0x the newest batch" in detail, detail
