@@ -79,3 +79,50 @@ def test_identical_workers_small_reset_space_with_distinct_rows_passes():
 def test_identical_workers_one_reset_or_identical_rows_fail(unique, identical):
     with pytest.raises(sr.CheckFailed):
         d_identical_workers.judge(_workers(unique, identical))
+
+
+def test_identical_rows_in_a_batch_of_few_distinct_states_are_not_judged():
+    few = _workers(5, 43)
+    few["sections"][d_identical_workers.NAME]["sources"][0].update(rows=64, steps=10, states=20)
+    assert "rows meet by chance" in d_identical_workers.judge(few)
+    many = _workers(5, 43)
+    many["sections"][d_identical_workers.NAME]["sources"][0].update(rows=64, steps=10, states=640)
+    with pytest.raises(sr.CheckFailed):
+        d_identical_workers.judge(many)
+
+
+def _time_limit(done_keys):
+    from torchrl_skill.audit import d_time_limit
+
+    return d_time_limit.judge({"sections": {d_time_limit.NAME: {
+        "n_terminated": 0, "n_truncated": 0, "n_done_only": 640, "max_terminated": 0, "terminated": {}, "truncated": {},
+        "sources": [{"kind": "Collector", "site": "train.py:59", "env": None, "done_keys": done_keys}]}}})
+
+
+def test_time_limit_names_a_done_spec_without_truncated():
+    assert "declares done, terminated and no truncated" in _time_limit(["done", "terminated"])
+    assert "no truncated" not in _time_limit(["done", "terminated", "truncated"])
+    assert "no truncated" not in _time_limit(None)
+
+
+@pytest.mark.slow
+def test_the_collector_drops_a_truncated_flag_the_done_spec_does_not_declare():
+    """The fact the time-limit row states (torchrl 0.14.1): env.rollout keeps a 'truncated' that
+    _step writes without a spec entry; a Collector's batch does not."""
+    import importlib.util
+
+    import torch
+    from torchrl.collectors import Collector
+
+    spec = importlib.util.spec_from_file_location("small_discrete_env", SMALL / "env.py")  # not "env": other fixtures have one
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    env = module.CustomerEnv(num_envs=4, churn_prob=0.0, seed=0)
+    assert "truncated" not in [k for k in env.full_done_spec.keys()]
+
+    def policy(td):
+        return td.set("action", torch.nn.functional.one_hot(torch.randint(0, 3, (4,)), 3))
+
+    assert ("next", "truncated") in env.rollout(12, policy, break_when_any_done=False).keys(True)
+    batch = next(iter(Collector(env, policy, frames_per_batch=48, total_frames=48)))
+    assert ("next", "truncated") not in batch.keys(True) and batch["next", "done"].any()

@@ -7,7 +7,8 @@ of its first reset, notes whether ``set_seed`` was called, and on the first batc
 equal to the number of envs) are joined over consecutive batches into WINDOW steps first. A
 leaf with no feature dim (``PendulumEnv``'s ``"th"``) counts as one feature. A later reset in a row that differs from that row's
 first reset shows the env's resets are random; one that equals it shows them repeating.
-Faults: two or more rows identical over a whole batch; fewer distinct first resets than
+Faults: two or more rows identical over a whole batch (unless the batch holds fewer distinct
+observations than rows: then rows meet by chance, not judged); fewer distinct first resets than
 workers, unless the [env, time] rows all differ (more than one distinct reset: a reset space
 smaller than the worker count, such as a small discrete env) or the reset is shown
 deterministic by design: the workers were seeded apart
@@ -125,6 +126,9 @@ def install(hub) -> None:
             src["rows"], src["steps"] = int(cur.shape[0]), int(cur.shape[1])
             unique = torch.unique(cur.flatten(1), dim=0).shape[0]
             src["identical"] = max(src["identical"], int(cur.shape[0] - unique + 1) if unique < cur.shape[0] else 0)
+            if obs is not None:  # distinct states in the whole window: fewer than rows and rows meet by chance
+                states = torch.unique(obs.reshape(-1, obs.shape[-1]), dim=0).shape[0]
+                src["states"] = max(src.get("states", 0), int(states))
 
     def summarise():
         sec["resets"] = list(resets.values())
@@ -183,7 +187,11 @@ def judge(observed: dict) -> str:
     repeated = sum(s.get("repeated_reset", 0) for s in sources)
     faults, notes = [], []
     for s in sources:
-        if s["identical"]:
+        if s["identical"] and s.get("states", s["rows"]) < s["rows"]:
+            notes.append(f"{s['kind']} (at {s.get('site', '?')}): {s['identical']} of {s['rows']} env rows identical, but its batches hold "
+                         f"only {s['states']} distinct observations for {s['rows']} rows, so rows meet by chance (a small state space, "
+                         "a deterministic policy): not judged")
+        elif s["identical"]:
             faults.append(f"{s['identical']} of the {s['rows']} env rows of {s['kind']} batches (at {s.get('site', '?')}) were identical (observations and actions over all "
                           f"{s['steps']} steps): those workers replay the same random stream; fix: seed the batched env once with env.set_seed(seed) "
                           "(each worker gets its own seed) and draw randomness from the generator your env's _set_seed seeds")
@@ -197,7 +205,7 @@ def judge(observed: dict) -> str:
             notes.append(f"{head}: the workers were seeded apart (set_seed) and still reset alike, so the reset is deterministic by design")
         elif repeated and not random_reset:
             notes.append(f"{head}: {repeated} later resets repeated the first one and none differed, so the reset is deterministic by design")
-        elif r["unique"] > 1 and sources and not any(s["identical"] for s in sources):
+        elif r["unique"] > 1 and sources and not any(s["identical"] and s.get("states", s["rows"]) >= s["rows"] for s in sources):
             # a reset drawn from fewer states than workers: rows still part once they act
             notes.append(f"{head}, yet no two env rows were alike over {sum(s['batches'] for s in sources)} [env, time] checks: "
                          "the reset draws from fewer states than there are workers, the workers do not replay one stream")

@@ -76,13 +76,24 @@ def install(hub) -> None:
         sec["sources"] = list(wheres.values())[:4]
 
     def where(kind, site, env):
-        return lambda: {"kind": kind, "site": site, "env": _env_definition(env)}
+        return lambda: {"kind": kind, "site": site, "env": _env_definition(env), "done_keys": _done_keys(env)}
 
     hub.on("collector_built", lambda col, site: sites.__setitem__(key_of(col), site))
     hub.on("collector_batch", lambda col, batch: follow(key_of(col), batch, False,
                                                         where(type(col).__name__, sites.get(key_of(col), "?"), own_attr(col, "env"))))
     hub.on("env_rollout", lambda env, policy, td: follow(("rollout", key_of(env)), td, True, where("env.rollout", user_site(), env)))
     hub.summariser(summarise)
+
+
+def _done_keys(env) -> list[str] | None:
+    """The leaf names of ``env.full_done_spec`` (``["done", "terminated"]`` for an EnvBase whose
+    done_spec was never set), or None when unreadable. A collector keeps only the done entries
+    its env's spec declares: a ``truncated`` that ``_step`` writes without a spec entry reaches
+    ``env.rollout`` but not a Collector's batch (torchrl 0.14.1, measured)."""
+    try:
+        return sorted({k[-1] if isinstance(k, tuple) else k for k in env.full_done_spec.keys(True, True)})
+    except Exception:  # no env, or a spec that cannot be read: said as unknown
+        return None
 
 
 def _env_definition(env) -> str | None:
@@ -130,6 +141,10 @@ def judge(observed: dict) -> str:
             f"episode budget (the usual case); terminated is right only when the step count is part of the observation and reaching "
             f"step {longest} is a real end of the task (nothing follows it)"
         )
+    keys = src.get("done_keys")
+    undeclared = (f"; the env's done spec declares {', '.join(keys)} and no truncated, so a truncated flag its _step writes "
+                  "is dropped from collector batches (env.rollout keeps it): to carry it, add truncated to its done_spec "
+                  "(Composite(done=..., terminated=..., truncated=...))") if keys is not None and "truncated" not in keys else ""
     other = (f", {n_other} ended with done but neither terminated nor truncated: value estimators bootstrap them like truncations "
-             "(if they are real terminal states, return terminated=True beside done)") if n_other else ""
+             f"(if they are real terminal states, return terminated=True beside done){undeclared}") if n_other else ""
     return f"{n_term} episodes terminated (longest {longest} steps), {n_trunc} truncated (lengths {', '.join(list(sec.get('truncated', {}))[:4]) or '-'}){other}"
