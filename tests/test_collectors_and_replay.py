@@ -166,7 +166,7 @@ def test_diagnose_names_the_interleaving_for_length_one_slices(tmp_path):
     log = tmp_path / "train.log"
     log.write_text(text)
     status, detail = run_in_process(SCRIPT, "--diagnose", str(log))["diagnose:log"]
-    assert status == "fail" and "interleaves the envs" in detail
+    assert status == "fail" and "one-step batches of a batched env" in detail and "trajs_per_batch" in detail, detail
 
 
 def test_diagnose_cli_fails_on_fault_and_passes_clean_log():
