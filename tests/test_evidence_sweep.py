@@ -25,7 +25,7 @@ from conftest import SCRIPTS, load_module, script_id
 # a detector below its minimum evidence is a SKIP); they move here to proves= when that
 # count is handed to sr.evidence.
 UNDECLARED: dict[str, set[str]] = {
-    'audit_run': {'acting-module', 'action-bounds', 'batched-layout', 'data-freshness', 'env-actions', 'env-seeding', 'episode-stats', 'exit', 'exploration', 'grad-flow', 'grad-norms', 'identical-workers', 'info:frames-per-second', 'info:observation-scale', 'info:update-to-data', 'learning-rate', 'llm-first-step-ratio', 'llm-kl-to-reference', 'llm-mask-coverage', 'llm-reward-variance', 'llm-zero-advantage-groups', 'non-finite', 'optimizer-coverage', 'policy-distribution', 'policy-update', 'prioritized-replay', 'replay-rows', 'reward-variety', 'run', 'target-network', 'time-limit', 'training', 'transforms', 'value-estimator', 'value-range', 'vector-autoreset'},
+    'audit_run': {'acting-module', 'action-bounds', 'batched-layout', 'data-freshness', 'env-actions', 'env-seeding', 'episode-stats', 'exit', 'exploration', 'grad-flow', 'grad-norms', 'identical-workers', 'info:frames-per-second', 'info:observation-scale', 'info:update-to-data', 'learning-rate', 'llm-first-step-ratio', 'llm-kl-to-reference', 'llm-mask-coverage', 'llm-reward-variance', 'llm-zero-advantage-groups', 'non-finite', 'optimizer-coverage', 'policy-distribution', 'policy-update', 'prioritized-replay', 'replay-rows', 'reward-variety', 'run', 'target-network', 'time-limit', 'training', 'transforms', 'transitions', 'value-estimator', 'value-range', 'vector-autoreset'},
 }
 
 # script stem -> {declared check: why no argument can empty its input}
