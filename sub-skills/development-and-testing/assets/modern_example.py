@@ -35,6 +35,8 @@ def main():
         in_keys=["loc", "scale"],
         spec=spec["action"],
         distribution_class=TanhNormal,
+        # TanhNormal's own range is [-1, 1]: without the spec's bounds it uses half the torque
+        distribution_kwargs={"low": spec["action"].space.low, "high": spec["action"].space.high},
         return_log_prob=True,
     )
     critic = ValueOperator(nn.Linear(3, 1), in_keys=["observation"])
