@@ -40,11 +40,11 @@ def test_size_rejects_root_over_150_lines_and_1500_tokens():
     assert dc.check_size(FIX / "fat-route" / "SKILL.md", is_root=False) == []  # a sub-skill may be that long
 
 
-def test_route_budget_rejects_a_route_over_6000_tokens():
+def test_route_budget_rejects_a_route_over_its_cap():
     root = FIX / "fat-route"
     text = joined(dc.check_route_budget(root / "sub-skills" / "fat", root))
     assert "route SKILL.md + sub-skills/fat/SKILL.md + sub-skills/fat/references/big.md" in text
-    assert "(max 6000)" in text and "small.md" not in text
+    assert f"(max {dc.ROUTE_MAX_TOKENS})" in text and "small.md" not in text
 
 
 def test_routing_rejects_unlinked_reference():
