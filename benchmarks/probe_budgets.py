@@ -217,11 +217,15 @@ def render(path: Path, text: str, data: dict, lr) -> str:
     return text
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 when a generated block is stale")
     parser.add_argument("--propose", action="store_true", help="print the smallest budgets the rule allows (JSON) and exit")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
     lr, data = ladder_rungs(), load()
     if args.propose:
         print(json.dumps({fam: {r: {"rule": b, "shortest_run": n, "now": lr.frames(fam, r)} for r, (b, n) in sorted(v.items())}
