@@ -179,9 +179,6 @@ def install(hub) -> None:
                 stats_runs[key] = stats_runs.get(key, 0) + 1
 
     stats_runs: dict[int, int] = {}
-    from .patches import wrap
-
-    wrap(hub, ObservationNorm, "init_stats", after=on_init_stats)
     hub.on("env_built", on_env)
     boundary.install(hub)  # the leaf steps of envs whose class is the script's own (not wrapped here)
     hub.on("leaf_step", lambda env: count(leaf, env))
@@ -199,13 +196,15 @@ def install(hub) -> None:
 
     hub.on("append_transform", on_append)
     hub.summariser(summarise)
-    _watch_init_stats(hub, sec, ObservationNorm)
+    _watch_init_stats(hub, sec, ObservationNorm, after=on_init_stats)
 
 
-def _watch_init_stats(hub, sec: dict, norm_cls) -> None:
+def _watch_init_stats(hub, sec: dict, norm_cls, after=None) -> None:
     """Record each ``ObservationNorm.init_stats(num_iter=N)`` call: its N and where. It takes
     its statistics from ``parent.rollout(max_steps=N)`` (torchrl 0.14.1) until N frames were
-    collected, so an N shorter than an episode sees only the first N steps of an episode."""
+    collected, so an N shorter than an episode sees only the first N steps of an episode.
+    ``after(norm, args, kwargs, out)`` runs after each call: one wrapper per method
+    (``patches.wrap`` leaves an already wrapped method alone)."""
     from .patches import wrap
     from .probe import user_site
 
@@ -216,7 +215,7 @@ def _watch_init_stats(hub, sec: dict, norm_cls) -> None:
         if len(calls) < 8 and isinstance(n, int):
             calls.append({"num_iter": n, "site": user_site(), "keys": [str(x) for x in self.in_keys]})
 
-    wrap(hub, norm_cls, "init_stats", before=before)
+    wrap(hub, norm_cls, "init_stats", before=before, after=after)
 
 
 def _count_calls(hub, owner, name: str, event: str) -> None:

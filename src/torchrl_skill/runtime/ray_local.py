@@ -44,10 +44,16 @@ LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 @contextlib.contextmanager
 def offline_env() -> Iterator[None]:
-    """:data:`OFFLINE_ENV` set while Ray starts its processes (they inherit it), then the
-    caller's values put back."""
-    saved = {k: os.environ.get(k) for k in OFFLINE_ENV}
-    os.environ.update(OFFLINE_ENV)
+    """:data:`OFFLINE_ENV` and ``src/`` appended to PYTHONPATH set while Ray starts its
+    processes (they inherit them), then the caller's values put back."""
+    from .boot import SRC
+
+    # Ray's workers (a collector actor unpickling the check's env factory by reference) must
+    # import torchrl_skill: src/ holds only that package, so it goes last on their path.
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env = {**OFFLINE_ENV, "PYTHONPATH": os.pathsep.join(paths if SRC in paths else [*paths, SRC])}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
     try:
         yield
     finally:
