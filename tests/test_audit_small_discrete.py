@@ -3,11 +3,11 @@
 noisy rewards, PPO with the script's own GAE(gamma=0.5, lmbda=0.9); from a newcomer trial of
 the pytorch/rl#2462 class).
 
-- The broken twin fills its replay buffer before the script's GAE runs, so ClipPPOLoss
+- The broken run (``--broken``) fills its replay buffer before the script's GAE runs, so ClipPPOLoss
   computes advantages with its own GAE(gamma=0.99, lmbda=0.95): value-estimator names both
   estimators and their gamma/lmbda (it passed the loss's estimator before), batched-layout
   names the missing 'advantage'.
-- The fixed twin: a reset space smaller than the worker count (5 distinct first resets for 32
+- The correct run: a reset space smaller than the worker count (5 distinct first resets for 32
   workers), repeated rows within a batch and noisy rewards per state-action pair were read
   as identical workers, a loss that saw 8% of its batch and permuted rewards; none is a
   fault, and each row passes with its evidence.
@@ -29,25 +29,25 @@ SMALL = FIXTURES / "audit" / "small_discrete"
 
 
 @functools.lru_cache(maxsize=None)
-def audit(script: str) -> dict:
-    _, report = run_main("scripts/audit_run", "--seconds", "300", "--max-frames", "3200", str(SMALL / script))
+def audit(*argv: str) -> dict:
+    _, report = run_main("scripts/audit_run", "--seconds", "300", "--max-frames", "3200", str(SMALL / "train.py"), "--", *argv)
     return rows(report)
 
 
 @pytest.mark.slow
 def test_broken_twin_fails_value_estimator_with_both_estimators_named():
-    status, detail = audit("train_broken.py")["value-estimator"]
+    status, detail = audit("--broken")["value-estimator"]
     assert status == "fail", detail
-    for text in ("ClipPPOLoss computed advantages itself", "gamma 0.99 vs 0.5", "lmbda 0.95 vs 0.9", "train_broken.py:"):
+    for text in ("ClipPPOLoss computed advantages itself", "gamma 0.99 vs 0.5", "lmbda 0.95 vs 0.9", "train.py:"):
         assert text in detail, detail
-    status, detail = audit("train_broken.py")["batched-layout"]
+    status, detail = audit("--broken")["batched-layout"]
     assert status == "fail" and "lack 'advantage'" in detail, detail
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("row", ["value-estimator", "batched-layout", "identical-workers", "data-freshness", "transitions"])
 def test_fixed_twin_passes_the_rows_repeats_used_to_fail(row):
-    status, detail = audit("train_fixed.py")[row]
+    status, detail = audit()[row]
     assert status == "pass", f"{row}: {status}: {detail}"
 
 
