@@ -166,6 +166,8 @@ def test_observation_norm_statistics_from_less_than_an_episode_fail_and_a_whole_
     expect(short, "fail", "init_stats(num_iter=10)", "shorter than the episodes this run ended (median length 100")
     whole = audit(str(INV / "obs_norm.py"), "--max-frames", "1000", "--", "--num-iter", "100")["transforms"]
     expect(whole, "pass")
+    loaded = audit(str(INV / "obs_norm.py"), "--max-frames", "1000", "--", "--num-iter", "10", "--load-from", "1000")["transforms"]
+    expect(loaded, "pass")  # the short init_stats only built the buffers: load_state_dict replaced its statistics
 
 
 @pytest.mark.slow

@@ -209,13 +209,31 @@ def _watch_init_stats(hub, sec: dict, norm_cls, after=None) -> None:
     from .probe import user_site
 
     calls = sec.setdefault("init_stats", [])
+    kept: dict[int, list] = {}  # call index -> [(loc/scale tensor, its values right after init_stats)]
 
     def before(self, a, k):
         n = a[0] if a else k.get("num_iter")
         if len(calls) < 8 and isinstance(n, int):
             calls.append({"num_iter": n, "site": user_site(), "keys": [str(x) for x in self.in_keys]})
+            self.__dict__["_audit_init_stats_call"] = len(calls) - 1
 
-    wrap(hub, norm_cls, "init_stats", before=before, after=after)
+    def after_call(self, a, k, out):
+        i = self.__dict__.pop("_audit_init_stats_call", None)
+        if i is not None:
+            kept[i] = [(t, t.detach().clone()) for t in (getattr(self, "loc", None), getattr(self, "scale", None))
+                       if hasattr(t, "detach")]
+        if after is not None:
+            after(self, a, k, out)
+
+    def overwritten():
+        # statistics replaced in place later (load_state_dict, loc.copy_): a short init_stats that
+        # only built the lazy buffers (pytorch/rl's coding_ddpg.py: init_stats(3), then
+        # load_state_dict of statistics from 5000 steps) did not set what the env uses
+        for i, pairs in kept.items():
+            calls[i]["overwritten"] = any(t.shape != v.shape or not bool((t.detach() == v).all()) for t, v in pairs)
+
+    wrap(hub, norm_cls, "init_stats", before=before, after=after_call)
+    hub.summariser(overwritten)
 
 
 def _count_calls(hub, owner, name: str, event: str) -> None:
@@ -331,7 +349,8 @@ def judge(observed: dict) -> str:
 
 def _init_stats_short(observed: dict) -> list[str]:
     """A fault per ``init_stats(num_iter=N)`` whose N is below the median length of the
-    episodes the run ended (the time-limit row's section; at least MIN_EPISODES of them)."""
+    episodes the run ended (the time-limit row's section; at least MIN_EPISODES of them), unless
+    the statistics it set were overwritten later (``load_state_dict``, ``loc.copy_``)."""
     calls = observed["sections"].get(NAME, {}).get("init_stats", [])
     tl = observed["sections"].get("time-limit", {})
     lengths = []
@@ -346,7 +365,7 @@ def _init_stats_short(observed: dict) -> list[str]:
             f"{c['num_iter']} steps, shorter than the episodes this run ended (median length {median} of {len(lengths)}, longest "
             f"{lengths[-1]}): it rolls out at most num_iter steps, so loc/scale describe only the first {c['num_iter']} steps of an "
             f"episode and later states are scaled far from unit; fix: init_stats(num_iter={lengths[-1]}) or more (a whole episode), "
-            "or VecNormV2 (running statistics)" for c in calls if c["num_iter"] < median]
+            "or VecNormV2 (running statistics)" for c in calls if c["num_iter"] < median and not c.get("overwritten")]
 
 
 def _own_statistics(envs: list[dict]) -> list[str]:
