@@ -176,6 +176,12 @@ def _cause(r: dict) -> str:
             "batched env before collecting")
 
 
+def _alike_by_chance(source: dict) -> bool:
+    """Its batches hold fewer distinct observations than env rows: identical rows are then
+    expected (a small state space, a deterministic policy), not evidence of one random stream."""
+    return source.get("states", source["rows"]) < source["rows"]
+
+
 def judge(observed: dict) -> str:
     sec = observed["sections"].get(NAME, {})
     resets, sources = sec.get("resets", []), [s for s in sec.get("sources", []) if s["batches"]]
@@ -186,8 +192,9 @@ def judge(observed: dict) -> str:
     random_reset = any(s["random_reset"] for s in sources)
     repeated = sum(s.get("repeated_reset", 0) for s in sources)
     faults, notes = [], []
+    replaying = [s for s in sources if s["identical"] and not _alike_by_chance(s)]
     for s in sources:
-        if s["identical"] and s.get("states", s["rows"]) < s["rows"]:
+        if s["identical"] and _alike_by_chance(s):
             notes.append(f"{s['kind']} (at {s.get('site', '?')}): {s['identical']} of {s['rows']} env rows identical, but its batches hold "
                          f"only {s['states']} distinct observations for {s['rows']} rows, so rows meet by chance (a small state space, "
                          "a deterministic policy): not judged")
@@ -205,7 +212,7 @@ def judge(observed: dict) -> str:
             notes.append(f"{head}: the workers were seeded apart (set_seed) and still reset alike, so the reset is deterministic by design")
         elif repeated and not random_reset:
             notes.append(f"{head}: {repeated} later resets repeated the first one and none differed, so the reset is deterministic by design")
-        elif r["unique"] > 1 and sources and not any(s["identical"] and s.get("states", s["rows"]) >= s["rows"] for s in sources):
+        elif r["unique"] > 1 and sources and not replaying:
             # a reset drawn from fewer states than workers: rows still part once they act
             notes.append(f"{head}, yet no two env rows were alike over {sum(s['batches'] for s in sources)} [env, time] checks: "
                          "the reset draws from fewer states than there are workers, the workers do not replay one stream")
